@@ -1,0 +1,32 @@
+# `make demo` runs the tour of fxrl, `make test` runs ruff and the whole test
+# suite. Both create the virtual environment .venv on first use.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.fxrl-installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint bench venv clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt torch==2.13.0
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m fxrl.cli demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/random_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,338 @@
+"""Explicit, splittable random keys: counter-based Threefry-2x32 in plain tensor ops.
+
+A key is an int64 tensor ``[2]`` holding two unsigned 32-bit words; any function also
+takes a batch of keys ``[..., 2]`` and then returns ``[..., *shape]``, so
+``torch.func.vmap(f)(keys) == f(keys)``. The generator is Threefry-2x32 with 20 rounds
+(Salmon et al. 2011, "Parallel random numbers: as easy as 1, 2, 3"), checked against
+the Random123 known-answer vectors. It uses only integer add, and, or, xor and shifts,
+so the same key gives the same bits in eager code, under ``torch.func.vmap``, under
+``torch.compile``, through ``torch.export`` and in ONNX Runtime. Float transforms run in
+float64 and round once, so they are bit-stable too. The global torch RNG is never used.
+
+Streams are separated by the second counter word: ``split`` children use counter
+``(i, 0)``, ``bits`` uses ``(j, 1)``, ``fold_in`` hashes ``data`` under the derived
+key at ``(0, 2)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+__all__ = [
+    "bernoulli",
+    "bits",
+    "categorical",
+    "choice",
+    "fold_in",
+    "key",
+    "normal",
+    "permutation",
+    "randint",
+    "split",
+    "threefry2x32",
+    "uniform",
+]
+
+Shape = int | Sequence[int] | torch.Size
+
+_MASK = 0xFFFFFFFF
+_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
+_PARITY = 0x1BD11BDA
+
+
+# ----------------------------------------------------------------------------- the block
+
+
+def _rotl(x: torch.Tensor, r: int) -> torch.Tensor:
+    # x < 2**32 and r <= 31, so x << r < 2**63 fits a non-negative int64.
+    y = x << r
+    return (y & _MASK) | (y >> 32)
+
+
+def threefry2x32(
+    k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Threefry-2x32-20 block cipher on int64 tensors holding uint32 words.
+
+    Args:
+      k0, k1: key words, broadcastable with the counters.
+      x0, x1: counter words.
+    Returns:
+      The two output words, each broadcast to the common shape, int64 in [0, 2**32).
+    """
+    k2 = k0 ^ k1 ^ _PARITY
+    ks = (k0, k1, k2)
+    x0 = (x0 + k0) & _MASK
+    x1 = (x1 + k1) & _MASK
+    for group in range(5):
+        for r in range(4):
+            x0 = (x0 + x1) & _MASK
+            x1 = _rotl(x1, _ROTATIONS[(4 * group + r) % 8]) ^ x0
+        x0 = (x0 + ks[(group + 1) % 3]) & _MASK
+        x1 = (x1 + ks[(group + 2) % 3] + (group + 1)) & _MASK
+    return x0, x1
+
+
+# ----------------------------------------------------------------------------- keys
+
+
+def _check_key(fn: str, key: torch.Tensor) -> None:
+    if not isinstance(key, torch.Tensor):
+        raise ValueError(
+            f"fxrl.random.{fn}: key must be an int64 tensor of shape [2] (or [..., 2]) made by "
+            f"fxrl.random.key(seed); got {type(key).__name__} {key!r}."
+        )
+    if key.dtype != torch.int64 or key.ndim == 0 or key.shape[-1] != 2:
+        raise ValueError(
+            f"fxrl.random.{fn}: key has shape {list(key.shape)} and dtype "
+            f"{str(key.dtype).removeprefix('torch.')}; expected int64 with shape [2] (or a batch "
+            "[..., 2]) as made by fxrl.random.key(seed) or fxrl.random.split(key)."
+        )
+
+
+def _shape(fn: str, shape: Shape) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        out = tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"fxrl.random.{fn}: shape must be a tuple of ints, got {shape!r}.") from None
+    if any(s < 0 for s in out):
+        raise ValueError(f"fxrl.random.{fn}: shape {out} has a negative size.")
+    return out
+
+
+def key(seed: int | torch.Tensor) -> torch.Tensor:
+    """A key from an integer seed: int64 ``[2]`` = (high, low) 32-bit words of the seed.
+
+    A tensor of seeds ``[...]`` gives a batch of keys ``[..., 2]``.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int | torch.Tensor):
+        raise TypeError(f"fxrl.random.key: seed must be an int or an int tensor, got {seed!r}.")
+    if isinstance(seed, torch.Tensor):
+        if seed.dtype.is_floating_point or seed.dtype.is_complex or seed.dtype == torch.bool:
+            raise TypeError(
+                f"fxrl.random.key: seed tensor has dtype {seed.dtype}; expected an integer dtype."
+            )
+        seed = seed.to(torch.int64)
+    else:
+        if not -(2**63) <= seed < 2**64:
+            raise ValueError(f"fxrl.random.key: seed {seed} does not fit in 64 bits.")
+        seed = torch.tensor(seed - 2**64 if seed >= 2**63 else seed, dtype=torch.int64)
+    return torch.stack([(seed >> 32) & _MASK, seed & _MASK], dim=-1)
+
+
+def split(key: torch.Tensor, num: int = 2) -> torch.Tensor:
+    """``num`` new independent keys: ``[..., 2] -> [..., num, 2]``."""
+    _check_key("split", key)
+    if not isinstance(num, int) or num < 1:
+        raise ValueError(f"fxrl.random.split: num must be a positive int, got {num!r}.")
+    counter = torch.arange(num, dtype=torch.int64, device=key.device)
+    y0, y1 = threefry2x32(key[..., 0:1], key[..., 1:2], counter, torch.zeros_like(counter))
+    return torch.stack([y0, y1], dim=-1)
+
+
+def fold_in(key: torch.Tensor, data: int | torch.Tensor) -> torch.Tensor:
+    """A new key derived from ``key`` and an integer (a step count, an env index...).
+
+    ``data`` may be a tensor broadcastable with the key's batch shape.
+    """
+    _check_key("fold_in", key)
+    data = torch.as_tensor(data, dtype=torch.int64, device=key.device)
+    zero = torch.zeros((), dtype=torch.int64, device=key.device)
+    d0, d1 = threefry2x32(key[..., 0], key[..., 1], zero, zero + 2)
+    y0, y1 = threefry2x32(d0, d1, (data >> 32) & _MASK, data & _MASK)
+    return torch.stack([y0, y1], dim=-1)
+
+
+def _words(key: torch.Tensor, n: int) -> torch.Tensor:
+    """``n`` uint32 words (as int64) per key: ``[..., 2] -> [..., n]``."""
+    blocks = (n + 1) // 2
+    counter = torch.arange(blocks, dtype=torch.int64, device=key.device)
+    y0, y1 = threefry2x32(key[..., 0:1], key[..., 1:2], counter, torch.ones_like(counter))
+    return torch.stack([y0, y1], dim=-1).flatten(-2)[..., :n]
+
+
+def bits(key: torch.Tensor, shape: Shape = ()) -> torch.Tensor:
+    """Uniform random 32-bit words: int64 ``[..., *shape]`` with values in [0, 2**32)."""
+    _check_key("bits", key)
+    shape = _shape("bits", shape)
+    return _words(key, math.prod(shape)).reshape(*key.shape[:-1], *shape)
+
+
+def _unit64(key: torch.Tensor, shape: tuple[int, ...], streams: int) -> list[torch.Tensor]:
+    """``streams`` float64 tensors of 32-bit-resolution uniforms in [0, 1)."""
+    batch = key.shape[:-1]
+    words = _words(key, streams * math.prod(shape)).reshape(*batch, streams, -1)
+    return [words[..., s, :].reshape(*batch, *shape).double() * 2.0**-32 for s in range(streams)]
+
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _check_float(fn: str, dtype: torch.dtype) -> None:
+    if dtype not in _FLOATS:
+        raise ValueError(f"fxrl.random.{fn}: dtype {dtype} is not a float dtype; use one of "
+                         f"{[str(d) for d in _FLOATS]}.")
+
+
+def uniform(
+    key: torch.Tensor,
+    shape: Shape = (),
+    minval: float | torch.Tensor = 0.0,
+    maxval: float | torch.Tensor = 1.0,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """Uniform floats in ``[minval, maxval)``: ``[..., *shape]``.
+
+    (The final rounding to ``dtype`` can give ``maxval`` itself when the range is wide
+    against the dtype's spacing near ``maxval``; for [0, 1) it never does.)
+
+    float32 and narrower use the top 24 bits of one word (every float32 in [0, 1) with
+    that spacing is equally likely); float64 uses 53 bits from two words. Scaling to
+    ``[minval, maxval)`` runs in float64 and rounds once, so it is bit-stable everywhere.
+    """
+    _check_key("uniform", key)
+    _check_float("uniform", dtype)
+    shape = _shape("uniform", shape)
+    n = math.prod(shape)
+    batch = key.shape[:-1]
+    if dtype == torch.float64:
+        w = _words(key, 2 * n).reshape(*batch, n, 2)
+        u = ((w[..., 0] >> 6) * 2.0**26 + (w[..., 1] >> 6)) * 2.0**-52
+        u = u.reshape(*batch, *shape)
+    else:
+        u = (_words(key, n) >> 8).double().reshape(*batch, *shape) * 2.0**-24
+    lo = torch.as_tensor(minval, dtype=torch.float64, device=key.device)
+    hi = torch.as_tensor(maxval, dtype=torch.float64, device=key.device)
+    return (lo + (hi - lo) * u).to(dtype)
+
+
+def normal(key: torch.Tensor, shape: Shape = (), dtype: torch.dtype = torch.float32
+           ) -> torch.Tensor:
+    """Standard normal floats ``[..., *shape]`` (Box-Muller in float64, rounded once)."""
+    _check_key("normal", key)
+    _check_float("normal", dtype)
+    shape = _shape("normal", shape)
+    u1, u2 = _unit64(key, shape, 2)
+    # 1 - u1 is exact in float64 and lies in (0, 1], so the log is finite and
+    # |z| <= sqrt(64 ln 2) ~ 6.66. (log of 1 - u, not log1p: ONNX has no log1p.)
+    z = torch.sqrt(-2.0 * torch.log(1.0 - u1)) * torch.cos((2.0 * math.pi) * u2)
+    return z.to(dtype)
+
+
+def randint(
+    key: torch.Tensor,
+    shape: Shape,
+    minval: int | torch.Tensor,
+    maxval: int | torch.Tensor,
+    dtype: torch.dtype = torch.int64,
+) -> torch.Tensor:
+    """Uniform integers in ``[minval, maxval)``; bounds may be tensors broadcast to shape.
+
+    Draws 64 bits per value and reduces them modulo the range, so the bias is below
+    2**-32 for ranges up to 2**31.
+    """
+    _check_key("randint", key)
+    shape = _shape("randint", shape)
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise ValueError(f"fxrl.random.randint: dtype {dtype} is not an integer dtype.")
+    lo = torch.as_tensor(minval, device=key.device)
+    hi = torch.as_tensor(maxval, device=key.device)
+    for name, b in (("minval", lo), ("maxval", hi)):
+        if b.dtype.is_floating_point or b.dtype == torch.bool:
+            raise ValueError(f"fxrl.random.randint: {name} has dtype {b.dtype}; expected ints.")
+    lo, hi = lo.long(), hi.long()
+    span = torch.clamp(hi - lo, min=1)
+    n = math.prod(shape)
+    w = _words(key, 2 * n).reshape(*key.shape[:-1], n, 2)
+    w_hi, w_lo = w[..., 0].reshape(*key.shape[:-1], *shape), w[..., 1].reshape(*key.shape[:-1],
+                                                                                   *shape)
+    # (hi * 2**32 + lo) mod span without overflowing int64 (span < 2**31).
+    r = ((w_hi % span) * ((2**32) % span) + w_lo % span) % span
+    return (lo + r).to(dtype)
+
+
+def bernoulli(key: torch.Tensor, p: float | torch.Tensor = 0.5, shape: Shape | None = None
+              ) -> torch.Tensor:
+    """Bool tensor, True with probability ``p``; ``shape`` defaults to ``p``'s shape."""
+    _check_key("bernoulli", key)
+    p = torch.as_tensor(p, device=key.device)
+    shape = tuple(p.shape) if shape is None else _shape("bernoulli", shape)
+    return uniform(key, shape, dtype=torch.float64) < p.double()
+
+
+def _gumbel(key: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    (u,) = _unit64(key, shape, 1)
+    # u in [0, 1): -log(-log(1 - u)) is finite for u > 0; clamp the one u == 0 case.
+    return -torch.log(-torch.log(1.0 - u.clamp_min(2.0**-33)))
+
+
+def categorical(key: torch.Tensor, logits: torch.Tensor, shape: Shape | None = None,
+                axis: int = -1) -> torch.Tensor:
+    """Indices drawn with probabilities ``softmax(logits, axis)`` (Gumbel-max, float64).
+
+    Args:
+      key: [..., 2].
+      logits: [..., n] (unnormalised log-probabilities along ``axis``).
+      shape: output sample shape (after the key's batch dims); defaults to the logits'
+        shape without ``axis``; must broadcast with it.
+    Returns:
+      int64 [*key_batch, *shape].
+    """
+    _check_key("categorical", key)
+    if not isinstance(logits, torch.Tensor) or not logits.dtype.is_floating_point:
+        raise ValueError("fxrl.random.categorical: logits must be a float tensor [..., n].")
+    logits = logits.movedim(axis, -1)
+    batch = tuple(logits.shape[:-1])
+    shape = batch if shape is None else _shape("categorical", shape)
+    g = _gumbel(key, (*shape, logits.shape[-1]))
+    return torch.argmax(logits.double() + g, dim=-1)
+
+
+def permutation(key: torch.Tensor, n: int) -> torch.Tensor:
+    """A uniformly random permutation of ``range(n)``: int64 ``[..., n]``."""
+    _check_key("permutation", key)
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"fxrl.random.permutation: n must be a non-negative int, got {n!r}.")
+    w = _words(key, 2 * n).reshape(*key.shape[:-1], n, 2)
+    # 63-bit sort keys: a tie between any two of n elements has probability ~ n**2 / 2**64.
+    sort_key = (w[..., 0] << 31) | (w[..., 1] >> 1)
+    return torch.argsort(sort_key, dim=-1, stable=True)
+
+
+def choice(
+    key: torch.Tensor,
+    n: int,
+    shape: Shape = (),
+    replace: bool = True,
+    p: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Draw indices from ``range(n)``, with or without replacement, uniformly or by ``p``.
+
+    Without replacement and with ``p`` this is the Gumbel-top-k trick, which draws
+    without replacement in proportion to ``p`` (as numpy's ``choice`` does).
+    """
+    _check_key("choice", key)
+    shape = _shape("choice", shape)
+    k = math.prod(shape)
+    if p is not None:
+        p = torch.as_tensor(p, device=key.device)
+        if p.shape != (n,):
+            raise ValueError(f"fxrl.random.choice: p has shape {list(p.shape)}; expected [{n}].")
+        logits = torch.log(p.double())
+    if replace:
+        if p is None:
+            return randint(key, shape, 0, n)
+        return categorical(key, logits, shape)
+    if k > n:
+        raise ValueError(
+            f"fxrl.random.choice: cannot take {k} samples from {n} without replacement."
+        )
+    if p is None:
+        return permutation(key, n)[..., :k].reshape(*key.shape[:-1], *shape)
+    g = _gumbel(key, (n,)) + logits
+    return torch.topk(g, k, dim=-1).indices.reshape(*key.shape[:-1], *shape)
