@@ -1,10 +1,12 @@
 """Networks as pure functions: ``Model(init, apply)`` with params in nested dicts.
 
     model = nn.mlp(4, 2, hidden=(64, 64))
-    params = model.init(random.key(0))                       # {"layers": [{"w", "b"}, ...]}
-    q = model.apply(params, obs)                             # [..., 4] -> [..., 2]
+    params = model.init(random.key(0))               # {"layers": [{"w", "b"}, ...]}
+    q = model.apply(params, obs)                     # [..., 4] -> [..., 2]
     ensemble = torch.func.vmap(model.init)(random.split(key, 32))
     qs = torch.func.vmap(model.apply, in_dims=(0, None))(ensemble, obs)
+
+Layers live in ``layers``, recurrent cells in ``recurrent``, torch.nn bridges in ``interop``.
 """
 
 from fxrl.nn import initializers

@@ -57,8 +57,9 @@ class LayerError(ValueError):
         return LayerError(model, path, self.detail)
 
 
-def call_layer(model: str, path: str, apply: Callable[..., Any], params: Params,
-               *inputs: Any) -> Any:
+def call_layer(
+    model: str, path: str, apply: Callable[..., Any], params: Params, *inputs: Any
+) -> Any:
     """``apply(params, *inputs)``, re-raising a ``LayerError`` with ``path`` prefixed."""
     try:
         return apply(params, *inputs)
@@ -73,12 +74,19 @@ def shape_str(x: torch.Tensor) -> str:
 def check_params(model: str, params: Any, names: tuple[str, ...]) -> None:
     """Check ``params`` is a dict holding tensors under ``names`` (a clear error if not)."""
     if not isinstance(params, Mapping):
-        raise LayerError(model, "", f"params must be a dict with keys {list(names)}, got "
-                         f"{type(params).__name__}.")
+        raise LayerError(
+            model,
+            "",
+            f"params must be a dict with keys {list(names)}, got {type(params).__name__}.",
+        )
     missing = [n for n in names if n not in params]
     if missing:
-        raise LayerError(model, "", f"params has keys {list(params)}; missing {missing}. "
-                         "Did you pass the params of another model?")
+        raise LayerError(
+            model,
+            "",
+            f"params has keys {list(params)}; missing {missing}. "
+            "Did you pass the params of another model?",
+        )
 
 
 def _leaky_relu(x: torch.Tensor) -> torch.Tensor:
@@ -100,8 +108,9 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def activation_fn(activation: str | Callable[[torch.Tensor], torch.Tensor] | None
-                  ) -> Callable[[torch.Tensor], torch.Tensor]:
+def activation_fn(
+    activation: str | Callable[[torch.Tensor], torch.Tensor] | None,
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """The function for an activation name (or the callable itself; ``None`` is identity)."""
     if activation is None:
         return ACTIVATIONS["identity"]
@@ -111,5 +120,7 @@ def activation_fn(activation: str | Callable[[torch.Tensor], torch.Tensor] | Non
         return ACTIVATIONS[activation]
     close = difflib.get_close_matches(str(activation), ACTIVATIONS, 1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"unknown activation {activation!r}; known: {sorted(ACTIVATIONS)}, or pass "
-                     f"a callable tensor -> tensor.{hint}")
+    raise ValueError(
+        f"unknown activation {activation!r}; known: {sorted(ACTIVATIONS)}, or pass "
+        f"a callable tensor -> tensor.{hint}"
+    )

@@ -40,7 +40,9 @@ def fans(shape: Sequence[int]) -> tuple[int, int]:
     """``(fan_in, fan_out)`` of a weight ``[out, in, *kernel]`` (a vector ``[n]``: ``(n, n)``)."""
     shape = tuple(shape)
     if len(shape) == 0:
-        raise ValueError("initializers.fans: a scalar has no fan; give a weight shape [out, in, ...].")
+        raise ValueError(
+            "initializers.fans: a scalar has no fan; give a weight shape [out, in, ...]."
+        )
     if len(shape) == 1:
         return shape[0], shape[0]
     receptive = math.prod(shape[2:])
@@ -64,48 +66,61 @@ def gain(nonlinearity: str, param: float | None = None) -> float:
     raise ValueError(f"initializers.gain: unknown nonlinearity {nonlinearity!r}; known: {known}.")
 
 
-def zeros(key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
-          ) -> torch.Tensor:
+def zeros(
+    key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """All zeros (the key is unused; kept for a uniform signature)."""
     return torch.zeros(*key.shape[:-1], *shape, dtype=dtype, device=key.device)
 
 
-def ones(key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
-         ) -> torch.Tensor:
+def ones(
+    key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """All ones."""
     return torch.ones(*key.shape[:-1], *shape, dtype=dtype, device=key.device)
 
 
 def constant(value: float) -> Initializer:
     """Every element equal to ``value``."""
-    def init(key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
-             ) -> torch.Tensor:
+
+    def init(
+        key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         return torch.full((*key.shape[:-1], *shape), value, dtype=dtype, device=key.device)
+
     return init
 
 
 def uniform(minval: float, maxval: float) -> Initializer:
     """Uniform in ``[minval, maxval)``."""
-    def init(key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
-             ) -> torch.Tensor:
+
+    def init(
+        key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         return random.uniform(key, tuple(shape), minval, maxval, dtype)
+
     return init
 
 
 def normal(stddev: float = 1.0, mean: float = 0.0) -> Initializer:
     """Normal with the given mean and standard deviation."""
-    def init(key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
-             ) -> torch.Tensor:
+
+    def init(
+        key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         z = random.normal(key, tuple(shape), torch.float64)
         return (mean + stddev * z).to(dtype)
+
     return init
 
 
 def _fan_uniform(scale: Callable[[int, int], float]) -> Initializer:
-    def init(key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
-             ) -> torch.Tensor:
+    def init(
+        key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         bound = scale(*fans(shape))
         return random.uniform(key, tuple(shape), -bound, bound, dtype)
+
     return init
 
 
@@ -122,25 +137,29 @@ def lecun_uniform() -> Initializer:
     return _fan_uniform(lambda fan_in, _: math.sqrt(3.0 / fan_in))
 
 
-def kaiming_uniform(a: float = 0.0, nonlinearity: str = "leaky_relu", mode: str = "fan_in"
-                    ) -> Initializer:
+def kaiming_uniform(
+    a: float = 0.0, nonlinearity: str = "leaky_relu", mode: str = "fan_in"
+) -> Initializer:
     """He uniform, torch.nn.init.kaiming_uniform_: bound ``gain * sqrt(3 / fan)``."""
     g = gain(nonlinearity, a)
     _check_mode(mode)
     return _fan_uniform(lambda fi, fo: g * math.sqrt(3.0 / (fi if mode == "fan_in" else fo)))
 
 
-def kaiming_normal(a: float = 0.0, nonlinearity: str = "leaky_relu", mode: str = "fan_in"
-                   ) -> Initializer:
+def kaiming_normal(
+    a: float = 0.0, nonlinearity: str = "leaky_relu", mode: str = "fan_in"
+) -> Initializer:
     """He normal, torch.nn.init.kaiming_normal_: std ``gain / sqrt(fan)``."""
     g = gain(nonlinearity, a)
     _check_mode(mode)
 
-    def init(key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
-             ) -> torch.Tensor:
+    def init(
+        key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         fan_in, fan_out = fans(shape)
         std = g / math.sqrt(fan_in if mode == "fan_in" else fan_out)
         return (std * random.normal(key, tuple(shape), torch.float64)).to(dtype)
+
     return init
 
 
@@ -156,12 +175,16 @@ def orthogonal(scale: float = 1.0) -> Initializer:
     there are more rows than columns) are orthonormal. QR runs in float64 and rounds once.
     PPO implementations use ``orthogonal(sqrt(2))`` for hidden layers.
     """
-    def init(key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
-             ) -> torch.Tensor:
+
+    def init(
+        key: torch.Tensor, shape: Sequence[int], dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         shape = tuple(shape)
         if len(shape) < 2:
-            raise ValueError(f"initializers.orthogonal: shape {list(shape)} has fewer than 2 "
-                             "dims; use it for weights, and zeros or constant for biases.")
+            raise ValueError(
+                f"initializers.orthogonal: shape {list(shape)} has fewer than 2 "
+                "dims; use it for weights, and zeros or constant for biases."
+            )
         rows, cols = shape[0], math.prod(shape[1:])
         flat = random.normal(key, (max(rows, cols), min(rows, cols)), torch.float64)
         q, r = torch.linalg.qr(flat)
@@ -170,6 +193,7 @@ def orthogonal(scale: float = 1.0) -> Initializer:
         if rows < cols:
             q = q.transpose(-2, -1)
         return (scale * q).reshape(*key.shape[:-1], *shape).to(dtype)
+
     return init
 
 

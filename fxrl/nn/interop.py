@@ -34,13 +34,16 @@ def _flat(params: Params) -> dict[str, torch.Tensor]:
     return {".".join(str(p) for p in path): x for path, x in tree.flatten_with_paths(params)}
 
 
-def from_module(module: torch.nn.Module, *, buffers: bool = True
-                ) -> tuple[Params, Callable[..., Any]]:
+def from_module(
+    module: torch.nn.Module, *, buffers: bool = True
+) -> tuple[Params, Callable[..., Any]]:
     """``(params, apply)`` for any torch.nn.Module.
 
     Args:
       module: the module; its structure (and train/eval mode) is captured by ``apply``.
       buffers: include buffers (BatchNorm statistics...) in params, as TorchRL does.
+        With ``False`` the module's own buffers are used; do that to take
+        ``torch.func.grad`` over all params when a buffer is an integer tensor.
     Returns:
       params: nested dict of detached copies of the parameters (and buffers), following
         the module's attribute names; the module and params share no memory.
@@ -61,8 +64,10 @@ def from_module(module: torch.nn.Module, *, buffers: bool = True
         values = _flat(params)
         missing = sorted(set(flat) - set(values))
         if missing:
-            raise ValueError(f"from_module apply: params lack {missing}; expected the params "
-                             f"returned by from_module for {type(module).__name__}.")
+            raise ValueError(
+                f"from_module apply: params lack {missing}; expected the params "
+                f"returned by from_module for {type(module).__name__}."
+            )
         values = {n: v.clone() if n in buffer_names else v for n, v in values.items()}
         return torch.func.functional_call(module, values, args, kwargs)
 
@@ -80,10 +85,15 @@ def to_module(params: Params, module: torch.nn.Module) -> torch.nn.Module:
     own.update(dict(module.named_buffers()))
     missing, unexpected = sorted(set(own) - set(values)), sorted(set(values) - set(own))
     if missing or unexpected:
-        raise ValueError(f"to_module: params do not fit {type(module).__name__}: missing "
-                         f"{missing}, unexpected {unexpected}.")
-    bad = [f"{n}: {list(v.shape)} vs module {list(own[n].shape)}"
-           for n, v in values.items() if v.shape != own[n].shape]
+        raise ValueError(
+            f"to_module: params do not fit {type(module).__name__}: missing "
+            f"{missing}, unexpected {unexpected}."
+        )
+    bad = [
+        f"{n}: {list(v.shape)} vs module {list(own[n].shape)}"
+        for n, v in values.items()
+        if v.shape != own[n].shape
+    ]
     if bad:
         raise ValueError(f"to_module: shapes differ: {bad}.")
     with torch.no_grad():

@@ -9,6 +9,7 @@ are torch.nn's, so a model initialised here is distributed as its torch.nn count
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,8 +28,7 @@ from fxrl.nn.core import (
     shape_str,
 )
 
-__all__ = ["atari_dqn", "conv2d", "convnet", "flatten", "layer_norm", "linear", "mlp",
-           "sequential"]
+__all__ = ["atari_dqn", "conv2d", "convnet", "flatten", "layer_norm", "linear", "mlp", "sequential"]
 
 Activation = str | Callable[[torch.Tensor], torch.Tensor] | None
 IntPair = int | tuple[int, int]
@@ -42,24 +42,38 @@ def _bias_init(fan_in: int) -> inits.Initializer:
 
 def _dtype_check(model: str, x: torch.Tensor, w: torch.Tensor) -> None:
     if x.dtype != w.dtype:
-        raise LayerError(model, "", f"input has dtype {str(x.dtype).removeprefix('torch.')} but "
-                         f"w has {str(w.dtype).removeprefix('torch.')}; cast the input, e.g. "
-                         "x.float() for integer observations.")
+        raise LayerError(
+            model,
+            "",
+            f"input has dtype {str(x.dtype).removeprefix('torch.')} but "
+            f"w has {str(w.dtype).removeprefix('torch.')}; cast the input, e.g. "
+            "x.float() for integer observations.",
+        )
 
 
 def _linear_apply(params: Params, x: torch.Tensor) -> torch.Tensor:
     check_params("linear", params, ("w", "b"))
     w = params["w"]
     if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
-        raise LayerError("linear", "", f"input has shape {shape_str(x)} but w has shape "
-                         f"{shape_str(w)}; the input's last dim must be {w.shape[-1]}.")
+        raise LayerError(
+            "linear",
+            "",
+            f"input has shape {shape_str(x)} but w has shape "
+            f"{shape_str(w)}; the input's last dim must be {w.shape[-1]}.",
+        )
     _dtype_check("linear", x, w)
     return F.linear(x, w, params["b"])
 
 
-def linear(in_features: int, out_features: int, *, bias: bool = True,
-           w_init: inits.Initializer | None = None, b_init: inits.Initializer | None = None,
-           dtype: torch.dtype = torch.float32) -> Model:
+def linear(
+    in_features: int,
+    out_features: int,
+    *,
+    bias: bool = True,
+    w_init: inits.Initializer | None = None,
+    b_init: inits.Initializer | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> Model:
     """``y = x @ w.T + b``: params ``{"w": [out, in], "b": [out]}``; ``[..., in] -> [..., out]``.
 
     ``bias=False`` keeps ``b`` as zeros, so every linear has the same params structure.
@@ -69,8 +83,10 @@ def linear(in_features: int, out_features: int, *, bias: bool = True,
 
     def init(key: torch.Tensor) -> Params:
         w_key, b_key = random.split(key).unbind(-2)
-        return {"w": w_init(w_key, (out_features, in_features), dtype),
-                "b": b_init(b_key, (out_features,), dtype)}
+        return {
+            "w": w_init(w_key, (out_features, in_features), dtype),
+            "b": b_init(b_key, (out_features,), dtype),
+        }
 
     return Model(init, _linear_apply)
 
@@ -79,24 +95,38 @@ def _layer_norm_apply(params: Params, x: torch.Tensor) -> torch.Tensor:
     check_params("layer_norm", params, ("w", "b"))
     w = params["w"]
     if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
-        raise LayerError("layer_norm", "", f"input has shape {shape_str(x)} but w has shape "
-                         f"{shape_str(w)}; the input's last dim must be {w.shape[-1]}.")
+        raise LayerError(
+            "layer_norm",
+            "",
+            f"input has shape {shape_str(x)} but w has shape "
+            f"{shape_str(w)}; the input's last dim must be {w.shape[-1]}.",
+        )
     return F.layer_norm(x, (w.shape[-1],), w, params["b"], eps=1e-5)
 
 
 def layer_norm(features: int, dtype: torch.dtype = torch.float32) -> Model:
     """Layer normalisation over the last dim (torch.nn.LayerNorm, eps 1e-5): ``{"w", "b"}``."""
+
     def init(key: torch.Tensor) -> Params:
         return {"w": inits.ones(key, (features,), dtype), "b": inits.zeros(key, (features,), dtype)}
+
     return Model(init, _layer_norm_apply)
 
 
-def mlp(in_features: int, out_features: int, hidden: Sequence[int] = (64, 64),
-        activation: Activation = "tanh", *, layer_norm: bool = False,
-        output_activation: Activation = None, w_init: inits.Initializer | None = None,
-        b_init: inits.Initializer | None = None, output_w_init: inits.Initializer | None = None,
-        output_b_init: inits.Initializer | None = None, dtype: torch.dtype = torch.float32
-        ) -> Model:
+def mlp(
+    in_features: int,
+    out_features: int,
+    hidden: Sequence[int] = (64, 64),
+    activation: Activation = "tanh",
+    *,
+    layer_norm: bool = False,
+    output_activation: Activation = None,
+    w_init: inits.Initializer | None = None,
+    b_init: inits.Initializer | None = None,
+    output_w_init: inits.Initializer | None = None,
+    output_b_init: inits.Initializer | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> Model:
     """A multi-layer perceptron ``[..., in] -> [..., out]``.
 
     Each hidden layer is linear, then layer norm (if ``layer_norm``), then ``activation``;
@@ -107,7 +137,7 @@ def mlp(in_features: int, out_features: int, hidden: Sequence[int] = (64, 64),
     act, out_act = activation_fn(activation), activation_fn(output_activation)
     sizes = [in_features, *hidden, out_features]
     layers = []
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         last = i == len(sizes) - 2
         w_i = (output_w_init or w_init) if last else w_init
         b_i = (output_b_init or b_init) if last else b_init
@@ -150,9 +180,17 @@ def _pair(v: IntPair) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
-def conv2d(in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
-           padding: IntPair | str = 0, *, w_init: inits.Initializer | None = None,
-           b_init: inits.Initializer | None = None, dtype: torch.dtype = torch.float32) -> Model:
+def conv2d(
+    in_channels: int,
+    out_channels: int,
+    kernel_size: IntPair,
+    stride: IntPair = 1,
+    padding: IntPair | str = 0,
+    *,
+    w_init: inits.Initializer | None = None,
+    b_init: inits.Initializer | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> Model:
     """2-d convolution ``[..., C_in, H, W] -> [..., C_out, H', W']`` (torch.nn.Conv2d).
 
     Params ``{"w": [C_out, C_in, kh, kw], "b": [C_out]}``; any number of leading dims.
@@ -165,16 +203,22 @@ def conv2d(in_channels: int, out_channels: int, kernel_size: IntPair, stride: In
 
     def init(key: torch.Tensor) -> Params:
         w_key, b_key = random.split(key).unbind(-2)
-        return {"w": w_init(w_key, (out_channels, in_channels, kh, kw), dtype),
-                "b": b_init(b_key, (out_channels,), dtype)}
+        return {
+            "w": w_init(w_key, (out_channels, in_channels, kh, kw), dtype),
+            "b": b_init(b_key, (out_channels,), dtype),
+        }
 
     def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
         check_params("conv2d", params, ("w", "b"))
         w = params["w"]
         if x.ndim < 3 or x.shape[-3] != w.shape[1]:
-            raise LayerError("conv2d", "", f"input has shape {shape_str(x)} but w has shape "
-                             f"{shape_str(w)}; expected [..., {w.shape[1]}, H, W] (channels "
-                             "first).")
+            raise LayerError(
+                "conv2d",
+                "",
+                f"input has shape {shape_str(x)} but w has shape "
+                f"{shape_str(w)}; expected [..., {w.shape[1]}, H, W] (channels "
+                "first).",
+            )
         _dtype_check("conv2d", x, w)
         batch = x.shape[:-3]
         y = F.conv2d(x.reshape(-1, *x.shape[-3:]), w, params["b"], stride, padding)
@@ -183,8 +227,12 @@ def conv2d(in_channels: int, out_channels: int, kernel_size: IntPair, stride: In
     return Model(init, apply)
 
 
-def conv_output_size(size: IntPair, kernels: Sequence[IntPair], strides: Sequence[IntPair],
-                     paddings: Sequence[IntPair] | None = None) -> tuple[int, int]:
+def conv_output_size(
+    size: IntPair,
+    kernels: Sequence[IntPair],
+    strides: Sequence[IntPair],
+    paddings: Sequence[IntPair] | None = None,
+) -> tuple[int, int]:
     """Height and width after a stack of convolutions (84x84 through Nature DQN: 7x7)."""
     h, w = _pair(size)
     for i, (k, s) in enumerate(zip(kernels, strides, strict=True)):
@@ -194,39 +242,48 @@ def conv_output_size(size: IntPair, kernels: Sequence[IntPair], strides: Sequenc
     return h, w
 
 
-def convnet(in_channels: int, channels: Sequence[int] = (32, 64, 64),
-            kernels: Sequence[IntPair] = (8, 4, 3), strides: Sequence[IntPair] = (4, 2, 1),
-            activation: Activation = "relu", *, flatten: bool = True,
-            w_init: inits.Initializer | None = None, b_init: inits.Initializer | None = None,
-            dtype: torch.dtype = torch.float32) -> Model:
+def convnet(
+    in_channels: int,
+    channels: Sequence[int] = (32, 64, 64),
+    kernels: Sequence[IntPair] = (8, 4, 3),
+    strides: Sequence[IntPair] = (4, 2, 1),
+    activation: Activation = "relu",
+    *,
+    flatten: bool = True,
+    w_init: inits.Initializer | None = None,
+    b_init: inits.Initializer | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> Model:
     """Convolutions each followed by ``activation``; ``[..., C, H, W] -> [..., F]``.
 
     With ``flatten`` the trailing ``[C', H', W']`` are flattened into one feature dim.
     Params ``{"layers": [{"w", "b"}, ...]}``. Defaults are the Nature DQN torso.
     """
     if not len(channels) == len(kernels) == len(strides):
-        raise ValueError(f"convnet: channels {list(channels)}, kernels {list(kernels)} and strides "
-                         f"{list(strides)} must have the same length.")
+        raise ValueError(
+            f"convnet: channels {list(channels)}, kernels {list(kernels)} and strides "
+            f"{list(strides)} must have the same length."
+        )
     act = activation_fn(activation)
     sizes = [in_channels, *channels]
-    convs = [conv2d(c_in, c_out, k, s, w_init=w_init, b_init=b_init, dtype=dtype)
-             for c_in, c_out, k, s in zip(sizes[:-1], sizes[1:], kernels, strides, strict=True)]
+    convs = [
+        conv2d(c_in, c_out, k, s, w_init=w_init, b_init=b_init, dtype=dtype)
+        for c_in, c_out, k, s in zip(sizes[:-1], sizes[1:], kernels, strides, strict=True)
+    ]
 
     def init(key: torch.Tensor) -> Params:
         keys = random.split(key, len(convs)).unbind(-2)
         return {"layers": [c.init(k) for c, k in zip(convs, keys, strict=True)]}
 
     def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
-        for i, (c, p) in enumerate(zip(convs, _layers("convnet", params, len(convs)),
-                                       strict=True)):
+        for i, (c, p) in enumerate(zip(convs, _layers("convnet", params, len(convs)), strict=True)):
             x = act(call_layer("convnet", f"layers_{i}", c.apply, p, x))
         return x.flatten(-3) if flatten else x
 
     return Model(init, apply)
 
 
-def atari_dqn(num_actions: int, in_channels: int = 4, dtype: torch.dtype = torch.float32
-              ) -> Model:
+def atari_dqn(num_actions: int, in_channels: int = 4, dtype: torch.dtype = torch.float32) -> Model:
     """The Nature DQN network (Mnih et al. 2015): ``[..., C, 84, 84] -> [..., num_actions]``.
 
     Conv 32x8x8 stride 4, conv 64x4x4 stride 2, conv 64x3x3 stride 1 (ReLU after each),
@@ -244,8 +301,12 @@ def atari_dqn(num_actions: int, in_channels: int = 4, dtype: torch.dtype = torch
     def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
         check_params("atari_dqn", params, ("conv", "head"))
         if x.ndim < 3 or tuple(x.shape[-2:]) != (84, 84):
-            raise LayerError("atari_dqn", "", f"input has shape {shape_str(x)}; expected frames "
-                             f"[..., {in_channels}, 84, 84] (stacked, channels first).")
+            raise LayerError(
+                "atari_dqn",
+                "",
+                f"input has shape {shape_str(x)}; expected frames "
+                f"[..., {in_channels}, 84, 84] (stacked, channels first).",
+            )
         if x.dtype == torch.uint8:
             x = x.to(dtype) / 255.0
         features = call_layer("atari_dqn", "conv", torso.apply, params["conv"], x)
@@ -274,8 +335,9 @@ def sequential(*layers: Model | Callable[[torch.Tensor], torch.Tensor]) -> Model
         return {"layers": [m.init(k) for m, k in zip(models, keys, strict=True)]}
 
     def apply(params: Params, x: Any) -> Any:
-        for i, (m, p) in enumerate(zip(models, _layers("sequential", params, len(models)),
-                                       strict=True)):
+        for i, (m, p) in enumerate(
+            zip(models, _layers("sequential", params, len(models)), strict=True)
+        ):
             x = call_layer("sequential", f"layers_{i}", m.apply, p, x)
         return x
 

@@ -56,8 +56,9 @@ class Recurrent(NamedTuple):
     initial_carry: Callable[..., Carry]
 
 
-def _lstm_cell(gx: torch.Tensor, h: torch.Tensor, c: torch.Tensor, p: Params
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+def _lstm_cell(
+    gx: torch.Tensor, h: torch.Tensor, c: torch.Tensor, p: Params
+) -> tuple[torch.Tensor, torch.Tensor]:
     gates = gx + F.linear(h, p["w_hh"], p["b_hh"])
     i, f, g, o = gates.chunk(4, dim=-1)
     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
@@ -73,11 +74,14 @@ def _gru_cell(gx: torch.Tensor, h: torch.Tensor, p: Params) -> torch.Tensor:
     return n + z * (h - n)
 
 
-def _make(kind: str, input_size: int, hidden_size: int, num_layers: int,
-          dtype: torch.dtype) -> Recurrent:
+def _make(
+    kind: str, input_size: int, hidden_size: int, num_layers: int, dtype: torch.dtype
+) -> Recurrent:
     if num_layers < 1 or hidden_size < 1 or input_size < 1:
-        raise ValueError(f"{kind}: sizes must be positive, got input_size={input_size}, "
-                         f"hidden_size={hidden_size}, num_layers={num_layers}.")
+        raise ValueError(
+            f"{kind}: sizes must be positive, got input_size={input_size}, "
+            f"hidden_size={hidden_size}, num_layers={num_layers}."
+        )
     gates = 4 if kind == "lstm" else 3
     bound = hidden_size**-0.5  # torch.nn.LSTM/GRU: every weight and bias U(-1/sqrt(H), 1/sqrt(H))
     draw = inits.uniform(-bound, bound)
@@ -87,19 +91,23 @@ def _make(kind: str, input_size: int, hidden_size: int, num_layers: int,
         layers = []
         for layer_key in random.split(key, num_layers).unbind(-2):
             n_in = input_size if not layers else hidden_size
-            shapes = ((gates * hidden_size, n_in), (gates * hidden_size, hidden_size),
-                      (gates * hidden_size,), (gates * hidden_size,))
+            shapes = (
+                (gates * hidden_size, n_in),
+                (gates * hidden_size, hidden_size),
+                (gates * hidden_size,),
+                (gates * hidden_size,),
+            )
             ks = random.split(layer_key, 4).unbind(-2)
-            layers.append({n: draw(k, s, dtype) for n, k, s in zip(names, ks, shapes,
-                                                                     strict=True)})
+            layers.append({n: draw(k, s, dtype) for n, k, s in zip(names, ks, shapes, strict=True)})
         return {"layers": layers}
 
     def initial_carry(batch_shape: tuple[int, ...] = ()) -> Carry:
         zeros = torch.zeros(*batch_shape, num_layers, hidden_size, dtype=dtype)
         return LSTMCarry(zeros, zeros) if kind == "lstm" else zeros
 
-    def apply(params: Params, xs: torch.Tensor, carry: Carry = None,
-              is_init: torch.Tensor | None = None) -> tuple[torch.Tensor, Carry]:
+    def apply(
+        params: Params, xs: torch.Tensor, carry: Carry = None, is_init: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, Carry]:
         layers = _check(kind, params, xs, num_layers)
         batch = tuple(xs.shape[1:-1])
         carry = initial_carry(batch) if carry is None else carry
@@ -111,8 +119,12 @@ def _make(kind: str, input_size: int, hidden_size: int, num_layers: int,
         new_h, new_c, inputs = [], [], xs
         for i, p in enumerate(layers):
             if inputs.shape[-1] != p["w_ih"].shape[-1]:
-                raise LayerError(kind, f"layers_{i}", f"input has shape {shape_str(inputs)} but "
-                                 f"w_ih has shape {shape_str(p['w_ih'])}.")
+                raise LayerError(
+                    kind,
+                    f"layers_{i}",
+                    f"input has shape {shape_str(inputs)} but "
+                    f"w_ih has shape {shape_str(p['w_ih'])}.",
+                )
             gx = F.linear(inputs, p["w_ih"], p["b_ih"])  # input projections for all steps
             h = hs[..., i, :]
             c = cs[..., i, :] if cs is not None else None
@@ -134,10 +146,12 @@ def _make(kind: str, input_size: int, hidden_size: int, num_layers: int,
         out = LSTMCarry(h_out, torch.stack(new_c, dim=-2)) if kind == "lstm" else h_out
         return inputs, out
 
-    def step(params: Params, x: torch.Tensor, carry: Carry = None,
-             is_init: torch.Tensor | None = None) -> tuple[torch.Tensor, Carry]:
-        ys, carry = apply(params, x.unsqueeze(0), carry,
-                          None if is_init is None else is_init.unsqueeze(0))
+    def step(
+        params: Params, x: torch.Tensor, carry: Carry = None, is_init: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, Carry]:
+        ys, carry = apply(
+            params, x.unsqueeze(0), carry, None if is_init is None else is_init.unsqueeze(0)
+        )
         return ys[0], carry
 
     return Recurrent(init, apply, step, initial_carry)
@@ -154,30 +168,44 @@ def _check(kind: str, params: Params, xs: torch.Tensor, num_layers: int) -> list
         except LayerError as e:
             raise e.within(kind, f"layers_{i}") from None
     if xs.ndim < 2:
-        raise LayerError(kind, "", f"input has shape {shape_str(xs)}; expected a sequence "
-                         "[T, *B, features] (use step() for a single time step).")
+        raise LayerError(
+            kind,
+            "",
+            f"input has shape {shape_str(xs)}; expected a sequence "
+            "[T, *B, features] (use step() for a single time step).",
+        )
     return list(layers)
 
 
-def _check_carry(kind: str, h: torch.Tensor, batch: tuple[int, ...], num_layers: int,
-                 hidden: int) -> None:
+def _check_carry(
+    kind: str, h: torch.Tensor, batch: tuple[int, ...], num_layers: int, hidden: int
+) -> None:
     expected = (*batch, num_layers, hidden)
     if tuple(h.shape) != expected:
-        raise LayerError(kind, "", f"carry has shape {shape_str(h)}; expected "
-                         f"[{', '.join(map(str, expected))}] = [*B, num_layers, hidden] "
-                         "(batch dims first). Make one with initial_carry(batch_shape).")
+        raise LayerError(
+            kind,
+            "",
+            f"carry has shape {shape_str(h)}; expected "
+            f"[{', '.join(map(str, expected))}] = [*B, num_layers, hidden] "
+            "(batch dims first). Make one with initial_carry(batch_shape).",
+        )
 
 
 def _check_is_init(kind: str, is_init: torch.Tensor, expected: torch.Size) -> None:
     if is_init.dtype != torch.bool or is_init.shape != expected:
-        raise LayerError(kind, "", f"is_init has shape {shape_str(is_init)} "
-                         f"{str(is_init.dtype).removeprefix('torch.')}; expected bool "
-                         f"[{', '.join(map(str, expected))}], one flag per time step and "
-                         "batch element.")
+        raise LayerError(
+            kind,
+            "",
+            f"is_init has shape {shape_str(is_init)} "
+            f"{str(is_init.dtype).removeprefix('torch.')}; expected bool "
+            f"[{', '.join(map(str, expected))}], one flag per time step and "
+            "batch element.",
+        )
 
 
-def lstm(input_size: int, hidden_size: int, num_layers: int = 1,
-         dtype: torch.dtype = torch.float32) -> Recurrent:
+def lstm(
+    input_size: int, hidden_size: int, num_layers: int = 1, dtype: torch.dtype = torch.float32
+) -> Recurrent:
     """A multi-layer LSTM (Hochreiter & Schmidhuber 1997; torch.nn.LSTM's equations).
 
     Params ``{"layers": [{"w_ih": [4H, in], "w_hh": [4H, H], "b_ih": [4H], "b_hh": [4H]}]}``
@@ -186,8 +214,9 @@ def lstm(input_size: int, hidden_size: int, num_layers: int = 1,
     return _make("lstm", input_size, hidden_size, num_layers, dtype)
 
 
-def gru(input_size: int, hidden_size: int, num_layers: int = 1,
-        dtype: torch.dtype = torch.float32) -> Recurrent:
+def gru(
+    input_size: int, hidden_size: int, num_layers: int = 1, dtype: torch.dtype = torch.float32
+) -> Recurrent:
     """A multi-layer GRU (Cho et al. 2014; torch.nn.GRU's equations, gates reset, update, new).
 
     Params as ``lstm``'s with ``3H`` rows; the carry is a tensor ``h [*B, num_layers, H]``.

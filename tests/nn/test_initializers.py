@@ -22,10 +22,19 @@ def test_orthogonal_rows_or_columns_are_orthonormal_times_scale(key, shape, scal
     assert_trees_close(gram, torch.eye(gram.shape[0], dtype=torch.float64), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("init", [inits.orthogonal(2.0), inits.torch_default(),
-                                  inits.lecun_uniform(), inits.kaiming_uniform(),
-                                  inits.kaiming_normal(), inits.xavier_uniform(),
-                                  inits.normal(0.3), inits.uniform(-1.0, 2.0)])
+@pytest.mark.parametrize(
+    "init",
+    [
+        inits.orthogonal(2.0),
+        inits.torch_default(),
+        inits.lecun_uniform(),
+        inits.kaiming_uniform(),
+        inits.kaiming_normal(),
+        inits.xavier_uniform(),
+        inits.normal(0.3),
+        inits.uniform(-1.0, 2.0),
+    ],
+)
 @given(key=keys(), n=st.integers(1, 4))
 def test_vmapped_init_equals_a_loop_and_is_pure(init, key, n):
     ks = random.split(key, n)
@@ -33,13 +42,19 @@ def test_vmapped_init_equals_a_loop_and_is_pure(init, key, n):
     assert_trees_close(out[0], init(ks[0], (3, 5)))
 
 
-@pytest.mark.parametrize(("init", "bound"), [
-    (inits.torch_default(), 1 / math.sqrt(250)),
-    (inits.lecun_uniform(), math.sqrt(3 / 250)),
-    (inits.kaiming_uniform(), math.sqrt(2) * math.sqrt(3 / 250)),
-    (inits.kaiming_uniform(nonlinearity="relu", mode="fan_out"), math.sqrt(2) * math.sqrt(3 / 800)),
-    (inits.xavier_uniform(), math.sqrt(6 / (250 + 800))),
-])
+@pytest.mark.parametrize(
+    ("init", "bound"),
+    [
+        (inits.torch_default(), 1 / math.sqrt(250)),
+        (inits.lecun_uniform(), math.sqrt(3 / 250)),
+        (inits.kaiming_uniform(), math.sqrt(2) * math.sqrt(3 / 250)),
+        (
+            inits.kaiming_uniform(nonlinearity="relu", mode="fan_out"),
+            math.sqrt(2) * math.sqrt(3 / 800),
+        ),
+        (inits.xavier_uniform(), math.sqrt(6 / (250 + 800))),
+    ],
+)
 def test_uniform_initializers_fill_torch_bound_with_the_right_variance(init, bound):
     w = init(random.key(0), (32, 10, 5, 5))  # fan_in 250, fan_out 800
     assert float(w.abs().max()) <= bound
@@ -54,9 +69,18 @@ def test_kaiming_normal_has_torch_std():
     assert abs(float(w.double().mean())) < 0.003
 
 
-@pytest.mark.parametrize(("name", "param"), [("linear", None), ("tanh", None), ("relu", None),
-                                             ("leaky_relu", None), ("leaky_relu", 0.2),
-                                             ("selu", None), ("sigmoid", None)])
+@pytest.mark.parametrize(
+    ("name", "param"),
+    [
+        ("linear", None),
+        ("tanh", None),
+        ("relu", None),
+        ("leaky_relu", None),
+        ("leaky_relu", 0.2),
+        ("selu", None),
+        ("sigmoid", None),
+    ],
+)
 def test_gain_equals_torch_calculate_gain(name, param):
     assert inits.gain(name, param) == pytest.approx(torch.nn.init.calculate_gain(name, param))
 

@@ -19,10 +19,20 @@ def torch_rnn(kind, seed, input_size, hidden, layers):
 
 
 def params_from(module):
-    return {"layers": [{n: getattr(module, f"{t}_l{i}").detach().clone()
-                        for n, t in (("w_ih", "weight_ih"), ("w_hh", "weight_hh"),
-                                     ("b_ih", "bias_ih"), ("b_hh", "bias_hh"))}
-                       for i in range(module.num_layers)]}
+    return {
+        "layers": [
+            {
+                n: getattr(module, f"{t}_l{i}").detach().clone()
+                for n, t in (
+                    ("w_ih", "weight_ih"),
+                    ("w_hh", "weight_hh"),
+                    ("b_ih", "bias_ih"),
+                    ("b_hh", "bias_hh"),
+                )
+            }
+            for i in range(module.num_layers)
+        ]
+    }
 
 
 def to_torch_carry(kind, carry):
@@ -44,14 +54,21 @@ def random_carry(kind, key, batch, layers, hidden):
     return nn.LSTMCarry(h, random.normal(k_c, (batch, layers, hidden))) if kind == "lstm" else h
 
 
-sizes = dict(seed=st.integers(0, 2**31), steps=st.integers(1, 6), batch=st.integers(1, 3),
-             input_size=st.integers(1, 4), hidden=st.integers(1, 5), layers=st.integers(1, 3))
+sizes = dict(
+    seed=st.integers(0, 2**31),
+    steps=st.integers(1, 6),
+    batch=st.integers(1, 3),
+    input_size=st.integers(1, 4),
+    hidden=st.integers(1, 5),
+    layers=st.integers(1, 3),
+)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @given(**sizes)
-def test_sequence_equals_torch_with_copied_weights(kind, seed, steps, batch, input_size, hidden,
-                                                   layers):
+def test_sequence_equals_torch_with_copied_weights(
+    kind, seed, steps, batch, input_size, hidden, layers
+):
     module = torch_rnn(kind, seed, input_size, hidden, layers)
     model = MODELS[kind](input_size, hidden, layers)
     xs = random.normal(random.key(seed), (steps, batch, input_size))
@@ -64,8 +81,9 @@ def test_sequence_equals_torch_with_copied_weights(kind, seed, steps, batch, inp
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @given(**sizes)
-def test_step_by_step_equals_the_whole_sequence(kind, seed, steps, batch, input_size, hidden,
-                                                layers):
+def test_step_by_step_equals_the_whole_sequence(
+    kind, seed, steps, batch, input_size, hidden, layers
+):
     model = MODELS[kind](input_size, hidden, layers)
     params = model.init(random.key(seed))
     xs = random.normal(random.key(seed + 1), (steps, batch, input_size))
@@ -80,10 +98,15 @@ def test_step_by_step_equals_the_whole_sequence(kind, seed, steps, batch, input_
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
-@given(seed=st.integers(0, 2**31), steps=st.integers(1, 8), batch=st.integers(1, 3),
-       layers=st.integers(1, 2))
-def test_is_init_resets_equal_running_each_episode_by_hand_in_torch(kind, seed, steps, batch,
-                                                                     layers):
+@given(
+    seed=st.integers(0, 2**31),
+    steps=st.integers(1, 8),
+    batch=st.integers(1, 3),
+    layers=st.integers(1, 2),
+)
+def test_is_init_resets_equal_running_each_episode_by_hand_in_torch(
+    kind, seed, steps, batch, layers
+):
     module = torch_rnn(kind, seed, 3, 4, layers)
     model = MODELS[kind](3, 4, layers)
     xs = random.normal(random.key(seed), (steps, batch, 3))
@@ -97,8 +120,8 @@ def test_is_init_resets_equal_running_each_episode_by_hand_in_torch(kind, seed, 
         for i, (t0, t1) in enumerate(zip(starts, [*starts[1:], steps], strict=True)):
             if i > 0 or is_init[0, b]:
                 state = tree.map(torch.zeros_like, state)
-            y, state = module(xs[t0:t1, b:b + 1], state)
-            assert_trees_close(ys[t0:t1, b:b + 1], y.detach())
+            y, state = module(xs[t0:t1, b : b + 1], state)
+            assert_trees_close(ys[t0:t1, b : b + 1], y.detach())
         expected = tree.index(from_torch_carry(kind, state), 0)
         assert_trees_close(tree.index(final, b), tree.map(torch.Tensor.detach, expected))
 
@@ -136,8 +159,9 @@ def test_lstm_exports_and_the_exported_step_equals_eager():
             return model.step(params, x, nn.LSTMCarry(h, c), is_init)
 
     program = torch.export.export(Step(), (x, carry.h, carry.c, is_init))
-    assert_trees_close(program.module()(x, carry.h, carry.c, is_init),
-                       model.step(params, x, carry, is_init))
+    assert_trees_close(
+        program.module()(x, carry.h, carry.c, is_init), model.step(params, x, carry, is_init)
+    )
 
 
 # ------------------------------------------------------------------------------- bad input
@@ -145,22 +169,29 @@ def test_lstm_exports_and_the_exported_step_equals_eager():
 
 def test_carry_with_torch_layout_is_rejected_with_the_expected_shape():
     model = nn.gru(3, 4, 2)
-    with pytest.raises(ValueError, match=r"carry has shape \[2, 5, 4\]; expected \[5, 2, 4\] = "
-                       r"\[\*B, num_layers, hidden\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"carry has shape \[2, 5, 4\]; expected \[5, 2, 4\] = "
+        r"\[\*B, num_layers, hidden\]",
+    ):
         model.apply(model.init(random.key(0)), torch.zeros(7, 5, 3), torch.zeros(2, 5, 4))
 
 
 def test_is_init_must_be_bool_with_one_flag_per_step_and_env():
     model = nn.lstm(3, 4)
     with pytest.raises(ValueError, match=r"is_init has shape \[7\] bool; expected bool \[7, 5\]"):
-        model.apply(model.init(random.key(0)), torch.zeros(7, 5, 3), None,
-                    torch.zeros(7, dtype=torch.bool))
+        model.apply(
+            model.init(random.key(0)), torch.zeros(7, 5, 3), None, torch.zeros(7, dtype=torch.bool)
+        )
 
 
 def test_input_width_mismatch_names_the_layer():
     model = nn.lstm(3, 4)
-    with pytest.raises(ValueError, match=r"lstm at params path 'layers_0': input has shape "
-                       r"\[7, 5, 2\] but w_ih has shape \[16, 3\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"lstm at params path 'layers_0': input has shape "
+        r"\[7, 5, 2\] but w_ih has shape \[16, 3\]",
+    ):
         model.apply(model.init(random.key(0)), torch.zeros(7, 5, 2))
 
 
