@@ -28,6 +28,7 @@ __all__ = [
     "choice",
     "fold_in",
     "key",
+    "ndtri",
     "normal",
     "permutation",
     "randint",
@@ -99,7 +100,9 @@ def _shape(fn: str, shape: Shape) -> tuple[int, ...]:
     try:
         out = tuple(int(s) for s in shape)
     except TypeError:
-        raise TypeError(f"fxrl.random.{fn}: shape must be a tuple of ints, got {shape!r}.") from None
+        raise TypeError(
+            f"fxrl.random.{fn}: shape must be a tuple of ints, got {shape!r}."
+        ) from None
     if any(s < 0 for s in out):
         raise ValueError(f"fxrl.random.{fn}: shape {out} has a negative size.")
     return out
@@ -163,11 +166,15 @@ def bits(key: torch.Tensor, shape: Shape = ()) -> torch.Tensor:
     return _words(key, math.prod(shape)).reshape(*key.shape[:-1], *shape)
 
 
-def _unit64(key: torch.Tensor, shape: tuple[int, ...], streams: int) -> list[torch.Tensor]:
-    """``streams`` float64 tensors of 32-bit-resolution uniforms in [0, 1)."""
-    batch = key.shape[:-1]
-    words = _words(key, streams * math.prod(shape)).reshape(*batch, streams, -1)
-    return [words[..., s, :].reshape(*batch, *shape).double() * 2.0**-32 for s in range(streams)]
+def _open_unit(key: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """float64 uniforms in the open interval (0, 1): the midpoints ``(w + 1/2) / 2**32`` of
+    the 2**32 cells of one word, so symmetric about 1/2 and never 0 or 1.
+
+    Built as ``(2w + 1) * 2**-33`` in integers: adding a tiny float constant instead would
+    be dropped by the ONNX exporter's graph optimizer, which treats it as adding zero.
+    """
+    words = _words(key, math.prod(shape)).reshape(*key.shape[:-1], *shape)
+    return ((words << 1) | 1).double() * 2.0**-33
 
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -175,8 +182,10 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 def _check_float(fn: str, dtype: torch.dtype) -> None:
     if dtype not in _FLOATS:
-        raise ValueError(f"fxrl.random.{fn}: dtype {dtype} is not a float dtype; use one of "
-                         f"{[str(d) for d in _FLOATS]}.")
+        raise ValueError(
+            f"fxrl.random.{fn}: dtype {dtype} is not a float dtype; use one of "
+            f"{[str(d) for d in _FLOATS]}."
+        )
 
 
 def uniform(
@@ -202,7 +211,7 @@ def uniform(
     batch = key.shape[:-1]
     if dtype == torch.float64:
         w = _words(key, 2 * n).reshape(*batch, n, 2)
-        u = ((w[..., 0] >> 6) * 2.0**26 + (w[..., 1] >> 6)) * 2.0**-52
+        u = (((w[..., 0] >> 6) << 26) | (w[..., 1] >> 6)).double() * 2.0**-52
         u = u.reshape(*batch, *shape)
     else:
         u = (_words(key, n) >> 8).double().reshape(*batch, *shape) * 2.0**-24
@@ -211,17 +220,129 @@ def uniform(
     return (lo + (hi - lo) * u).to(dtype)
 
 
-def normal(key: torch.Tensor, shape: Shape = (), dtype: torch.dtype = torch.float32
-           ) -> torch.Tensor:
-    """Standard normal floats ``[..., *shape]`` (Box-Muller in float64, rounded once)."""
+# Wichura's AS 241 (PPND16), the inverse normal CDF to about 1e-16 relative error:
+# numerator and denominator coefficients (lowest degree first) for the central region
+# |p - 0.5| <= 0.425 and for the two tail regions.
+_AS241 = {
+    "central": (
+        (
+            3.3871328727963666080e0,
+            1.3314166789178437745e2,
+            1.9715909503065514427e3,
+            1.3731693765509461125e4,
+            4.5921953931549871457e4,
+            6.7265770927008700853e4,
+            3.3430575583588128105e4,
+            2.5090809287301226727e3,
+        ),
+        (
+            1.0,
+            4.2313330701600911252e1,
+            6.8718700749205790830e2,
+            5.3941960214247511077e3,
+            2.1213794301586595867e4,
+            3.9307895800092710610e4,
+            2.8729085735721942674e4,
+            5.2264952788528545610e3,
+        ),
+    ),
+    "near": (
+        (
+            1.42343711074968357734e0,
+            4.63033784615654529590e0,
+            5.76949722146069140550e0,
+            3.64784832476320460504e0,
+            1.27045825245236838258e0,
+            2.41780725177450611770e-1,
+            2.27238449892691845833e-2,
+            7.74545014278341407640e-4,
+        ),
+        (
+            1.0,
+            2.05319162663775882187e0,
+            1.67638483018380384940e0,
+            6.89767334985100004550e-1,
+            1.48103976427480074590e-1,
+            1.51986665636164571966e-2,
+            5.47593808499534494600e-4,
+            1.05075007164441684324e-9,
+        ),
+    ),
+    "far": (
+        (
+            6.65790464350110377720e0,
+            5.46378491116411436990e0,
+            1.78482653991729133580e0,
+            2.96560571828504891230e-1,
+            2.65321895265761230930e-2,
+            1.24266094738807843860e-3,
+            2.71155556874348757815e-5,
+            2.01033439929228813265e-7,
+        ),
+        (
+            1.0,
+            5.99832206555887937690e-1,
+            1.36929880922735805310e-1,
+            1.48753612908506148525e-2,
+            7.86869131145613259100e-4,
+            1.84631831751005468180e-5,
+            1.42151175831644588870e-7,
+            2.04426310338993978564e-15,
+        ),
+    ),
+}
+
+
+def _f64(value: float) -> torch.Tensor:
+    # A float64 tensor, not a Python float: torch.export turns Python scalars in float64
+    # arithmetic into float32 scalar tensors, which would round 0.180625, 1.6 and every
+    # AS 241 coefficient to float32 in exported and ONNX programs.
+    return torch.tensor(value, dtype=torch.float64)
+
+
+_AS241_T = {k: tuple(tuple(_f64(c) for c in cs) for cs in v) for k, v in _AS241.items()}
+_C_SPLIT, _C_CENTRAL, _C_NEAR, _C_FAR = _f64(0.425), _f64(0.180625), _f64(1.6), _f64(5.0)
+
+
+def _rational(region: str, x: torch.Tensor) -> torch.Tensor:
+    num, den = _AS241_T[region]
+    p = num[-1].to(x.device).expand_as(x)
+    q = den[-1].to(x.device).expand_as(x)
+    for a, b in zip(num[-2::-1], den[-2::-1], strict=True):
+        p, q = p * x + a.to(x.device), q * x + b.to(x.device)
+    return p / q
+
+
+def ndtri(p: torch.Tensor) -> torch.Tensor:
+    """The inverse standard normal CDF of float64 ``p`` in (0, 1) (Wichura 1988, AS 241).
+
+    Only +, *, /, sqrt and log, so eager, compiled and ONNX Runtime results agree.
+    """
+    dev = p.device
+    q = p - 0.5
+    central = q * _rational("central", _C_CENTRAL.to(dev) - q * q)
+    r = torch.sqrt(-torch.log(torch.minimum(p, 1.0 - p)))
+    tail = torch.where(
+        r <= _C_FAR.to(dev),
+        _rational("near", r - _C_NEAR.to(dev)),
+        _rational("far", r - _C_FAR.to(dev)),
+    )
+    return torch.where(q.abs() <= _C_SPLIT.to(dev), central, torch.where(q < 0, -tail, tail))
+
+
+def normal(
+    key: torch.Tensor, shape: Shape = (), dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Standard normal floats ``[..., *shape]``: one 32-bit word per value through the
+    inverse CDF in float64, rounded once to ``dtype``. |z| <= 6.23.
+
+    (Not Box-Muller: ONNX Runtime's float64 cos is only float32-accurate, which would
+    break bit-identity between eager and deployed code.)
+    """
     _check_key("normal", key)
     _check_float("normal", dtype)
     shape = _shape("normal", shape)
-    u1, u2 = _unit64(key, shape, 2)
-    # 1 - u1 is exact in float64 and lies in (0, 1], so the log is finite and
-    # |z| <= sqrt(64 ln 2) ~ 6.66. (log of 1 - u, not log1p: ONNX has no log1p.)
-    z = torch.sqrt(-2.0 * torch.log(1.0 - u1)) * torch.cos((2.0 * math.pi) * u2)
-    return z.to(dtype)
+    return ndtri(_open_unit(key, shape)).to(dtype)
 
 
 def randint(
@@ -249,15 +370,18 @@ def randint(
     span = torch.clamp(hi - lo, min=1)
     n = math.prod(shape)
     w = _words(key, 2 * n).reshape(*key.shape[:-1], n, 2)
-    w_hi, w_lo = w[..., 0].reshape(*key.shape[:-1], *shape), w[..., 1].reshape(*key.shape[:-1],
-                                                                                   *shape)
+    w_hi, w_lo = (
+        w[..., 0].reshape(*key.shape[:-1], *shape),
+        w[..., 1].reshape(*key.shape[:-1], *shape),
+    )
     # (hi * 2**32 + lo) mod span without overflowing int64 (span < 2**31).
     r = ((w_hi % span) * ((2**32) % span) + w_lo % span) % span
     return (lo + r).to(dtype)
 
 
-def bernoulli(key: torch.Tensor, p: float | torch.Tensor = 0.5, shape: Shape | None = None
-              ) -> torch.Tensor:
+def bernoulli(
+    key: torch.Tensor, p: float | torch.Tensor = 0.5, shape: Shape | None = None
+) -> torch.Tensor:
     """Bool tensor, True with probability ``p``; ``shape`` defaults to ``p``'s shape."""
     _check_key("bernoulli", key)
     p = torch.as_tensor(p, device=key.device)
@@ -266,13 +390,12 @@ def bernoulli(key: torch.Tensor, p: float | torch.Tensor = 0.5, shape: Shape | N
 
 
 def _gumbel(key: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
-    (u,) = _unit64(key, shape, 1)
-    # u in [0, 1): -log(-log(1 - u)) is finite for u > 0; clamp the one u == 0 case.
-    return -torch.log(-torch.log(1.0 - u.clamp_min(2.0**-33)))
+    return -torch.log(-torch.log(_open_unit(key, shape)))
 
 
-def categorical(key: torch.Tensor, logits: torch.Tensor, shape: Shape | None = None,
-                axis: int = -1) -> torch.Tensor:
+def categorical(
+    key: torch.Tensor, logits: torch.Tensor, shape: Shape | None = None, axis: int = -1
+) -> torch.Tensor:
     """Indices drawn with probabilities ``softmax(logits, axis)`` (Gumbel-max, float64).
 
     Args:
@@ -301,7 +424,8 @@ def permutation(key: torch.Tensor, n: int) -> torch.Tensor:
     w = _words(key, 2 * n).reshape(*key.shape[:-1], n, 2)
     # 63-bit sort keys: a tie between any two of n elements has probability ~ n**2 / 2**64.
     sort_key = (w[..., 0] << 31) | (w[..., 1] >> 1)
-    return torch.argsort(sort_key, dim=-1, stable=True)
+    # topk rather than argsort: ONNX has TopK but no stable sort.
+    return torch.topk(sort_key, n, dim=-1, largest=False, sorted=True).indices
 
 
 def choice(

@@ -37,7 +37,9 @@ def _batch(name: str, batch_shape: int | Shape) -> tuple[int, ...]:
     try:
         return tuple(int(s) for s in batch_shape)
     except TypeError:
-        raise TypeError(f"{name}: batch_shape must be a tuple of ints, got {batch_shape!r}") from None
+        raise TypeError(
+            f"{name}: batch_shape must be a tuple of ints, got {batch_shape!r}"
+        ) from None
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -71,7 +73,7 @@ class Spec:
         if (
             not isinstance(x, torch.Tensor)
             or x.dtype != self.dtype
-            or tuple(x.shape[x.ndim - len(self.shape):]) != self.shape
+            or tuple(x.shape[x.ndim - len(self.shape) :]) != self.shape
             or x.ndim < len(self.shape)
         ):
             return torch.tensor(False)
@@ -83,7 +85,7 @@ class Spec:
     def _check_batch(self, fn: str, x: torch.Tensor) -> None:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{self!r}.{fn}: expected a tensor, got {type(x).__name__}.")
-        if x.ndim < len(self.shape) or tuple(x.shape[x.ndim - len(self.shape):]) != self.shape:
+        if x.ndim < len(self.shape) or tuple(x.shape[x.ndim - len(self.shape) :]) != self.shape:
             raise ValueError(
                 f"{self!r}.{fn}: input has shape {list(x.shape)}; expected [..., "
                 f"{', '.join(map(str, self.shape))}] (any batch dims, then the spec's shape)."
@@ -98,8 +100,9 @@ class Box(Spec):
     uniformly from ``low..high`` inclusive.
     """
 
-    def __init__(self, low: Any, high: Any, shape: Shape | None = None,
-                 dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self, low: Any, high: Any, shape: Shape | None = None, dtype: torch.dtype = torch.float32
+    ) -> None:
         if not isinstance(dtype, torch.dtype) or dtype == torch.bool or dtype.is_complex:
             raise ValueError(f"Box: dtype must be a float or int torch dtype, got {dtype!r}.")
         low_t = torch.as_tensor(low, dtype=torch.float64)
@@ -116,7 +119,9 @@ class Box(Spec):
                 f"to shape {list(self.shape)}."
             ) from None
         if bool((low_t > high_t).any()):
-            raise ValueError(f"Box: low must be <= high everywhere; got low={low_t}, high={high_t}.")
+            raise ValueError(
+                f"Box: low must be <= high everywhere; got low={low_t}, high={high_t}."
+            )
         self.dtype = dtype
         if not dtype.is_floating_point:
             info = torch.iinfo(dtype)
@@ -131,8 +136,11 @@ class Box(Spec):
             if flat.numel() > 0 and bool((flat == flat[0]).all()):
                 return f"{flat[0].item():g}"
             return str(t.tolist())
-        return (f"Box(low={bound(self.low)}, high={bound(self.high)}, shape={self.shape}, "
-                f"dtype={_dtype_name(self.dtype)})")
+
+        return (
+            f"Box(low={bound(self.low)}, high={bound(self.high)}, shape={self.shape}, "
+            f"dtype={_dtype_name(self.dtype)})"
+        )
 
     def sample(self, key: torch.Tensor, batch_shape: int | Shape = ()) -> torch.Tensor:
         """Draw ``[*key_batch, *batch_shape, *shape]`` points of the box."""
@@ -275,6 +283,7 @@ class Composite:
             if isinstance(x, tuple | list):
                 return tuple(conv(v) for v in x)
             return x
+
         return conv(self.specs)
 
     def _map(self, fn: Any, *rest: Any) -> Any:
@@ -298,7 +307,9 @@ class Composite:
         if isinstance(self.specs, dict):
             inner = ", ".join(f"{k!r}: {v!r}" for k, v in self.specs.items())
             return f"Composite({{{inner}}})"
-        return f"Composite(({', '.join(map(repr, self.specs))}{',' if len(self.specs) == 1 else ''}))"
+        return (
+            f"Composite(({', '.join(map(repr, self.specs))}{',' if len(self.specs) == 1 else ''}))"
+        )
 
     def sample(self, key: torch.Tensor, batch_shape: int | Shape = ()) -> Any:
         """One independent draw per leaf spec, each with its own key."""
@@ -346,13 +357,18 @@ def from_gymnasium(space: Any) -> Spec | Composite:
 
     if isinstance(space, gs.Box):
         dtype = torch.from_numpy(np.zeros((), dtype=space.dtype)).dtype
-        return Box(torch.from_numpy(np.asarray(space.low, dtype=np.float64)),
-                   torch.from_numpy(np.asarray(space.high, dtype=np.float64)),
-                   shape=space.shape, dtype=dtype)
+        return Box(
+            torch.from_numpy(np.asarray(space.low, dtype=np.float64)),
+            torch.from_numpy(np.asarray(space.high, dtype=np.float64)),
+            shape=space.shape,
+            dtype=dtype,
+        )
     if isinstance(space, gs.Discrete):
         if int(space.start) != 0:
-            raise ValueError(f"from_gymnasium: {space} starts at {space.start}; fxrl's Discrete "
-                             "starts at 0. Shift actions with a wrapper.")
+            raise ValueError(
+                f"from_gymnasium: {space} starts at {space.start}; fxrl's Discrete "
+                "starts at 0. Shift actions with a wrapper."
+            )
         return Discrete(int(space.n))
     if isinstance(space, gs.MultiDiscrete):
         if bool(np.any(space.start != 0)):
@@ -379,8 +395,12 @@ def to_gymnasium(spec: Spec | Composite) -> Any:
         return torch.zeros((), dtype=dtype).numpy().dtype
 
     if isinstance(spec, Box):
-        return gs.Box(spec.low.double().numpy(), spec.high.double().numpy(), shape=spec.shape,
-                      dtype=np_dtype(spec.dtype))
+        return gs.Box(
+            spec.low.double().numpy(),
+            spec.high.double().numpy(),
+            shape=spec.shape,
+            dtype=np_dtype(spec.dtype),
+        )
     if isinstance(spec, Discrete):
         return gs.Discrete(spec.n)
     if isinstance(spec, MultiDiscrete):

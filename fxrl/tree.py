@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -98,8 +99,12 @@ def _first_mismatch(a: PyTree, b: PyTree, path: tuple[Any, ...] = ()) -> str:
     ka, kb = list(sa.entries()), list(sb.entries())
     if ka != kb:
         return f"at {_path_str(path)}: children {ka} vs {kb}"
-    for k, ca, cb in zip(ka, optree.tree_flatten_one_level(a, **_OPTS)[0],
-                         optree.tree_flatten_one_level(b, **_OPTS)[0], strict=True):
+    for k, ca, cb in zip(
+        ka,
+        optree.tree_flatten_one_level(a, **_OPTS)[0],
+        optree.tree_flatten_one_level(b, **_OPTS)[0],
+        strict=True,
+    ):
         found = _first_mismatch(ca, cb, (*path, k))
         if found:
             return found
@@ -126,7 +131,7 @@ def _check_same_structure(fn_name: str, trees: Sequence[PyTree]) -> optree.PyTre
     return spec
 
 
-def map(fn: Callable[..., Any], tree: PyTree, *rest: PyTree) -> PyTree:  # noqa: A001
+def map(fn: Callable[..., Any], tree: PyTree, *rest: PyTree) -> PyTree:
     """Apply ``fn`` leafwise: ``fn(leaf, *leaves_of_rest)``; trees must share structure."""
     spec = _check_same_structure("tree.map", (tree, *rest))
     columns = [leaves(t) for t in (tree, *rest)]
@@ -198,8 +203,9 @@ def summary(tree: PyTree) -> str:
     total = 0
     for name, (_, x) in zip(path_names(tree, "."), flatten_with_paths(tree), strict=True):
         if isinstance(x, torch.Tensor):
-            rows.append((name, str(list(x.shape)), str(x.dtype).removeprefix("torch."),
-                         str(x.numel())))
+            rows.append(
+                (name, str(list(x.shape)), str(x.dtype).removeprefix("torch."), str(x.numel()))
+            )
             total += x.numel()
         else:
             rows.append((name, "-", type(x).__name__, "-"))
@@ -298,5 +304,12 @@ def _register(cls: type) -> None:
         lambda values, context: unflatten_(context, values),
         serialized_type_name=name,
         flatten_with_keys_fn=flatten_with_keys,
+        # Static fields go through JSON when an exported program is saved; JSON turns the
+        # tuple into a list, so turn it back or the loaded program rejects its inputs.
+        to_dumpable_context=lambda context: json.dumps(list(context)),
+        from_dumpable_context=lambda dumped: tuple(json.loads(dumped)),
     )
+    # Saved exported programs pickle their example inputs; let torch.load's weights-only
+    # unpickler rebuild fxrl dataclasses (they hold tensors and static metadata only).
+    torch.serialization.add_safe_globals([cls])
     _REGISTERED[name] = cls

@@ -7,5 +7,4 @@ Hypothesis strategies (``keys``, ``from_spec``, ``all_specs``, ``tensors``, ``tr
 from fxrl.testing.checks import assert_trees_close, check_vmap
 from fxrl.testing.strategies import all_specs, from_spec, keys, tensors, trees
 
-__all__ = ["all_specs", "assert_trees_close", "check_vmap", "from_spec", "keys", "tensors",
-           "trees"]
+__all__ = ["all_specs", "assert_trees_close", "check_vmap", "from_spec", "keys", "tensors", "trees"]

@@ -24,8 +24,9 @@ def _name(path: tuple[Any, ...]) -> str:
     return "".join(f"[{p!r}]" for p in path) or "<root>"
 
 
-def _compare(path: tuple[Any, ...], a: Any, b: Any, rtol: float | None, atol: float | None
-             ) -> str | None:
+def _compare(
+    path: tuple[Any, ...], a: Any, b: Any, rtol: float | None, atol: float | None
+) -> str | None:
     """None when close, else a description of the failure at ``path``."""
     where = _name(path)
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
@@ -43,9 +44,11 @@ def _compare(path: tuple[Any, ...], a: Any, b: Any, rtol: float | None, atol: fl
             return None
         i = int(bad.flatten().nonzero()[0])
         idx = tuple(int(v) for v in torch.unravel_index(torch.tensor(i), a.shape))
-        return (f"{where}: {int(bad.sum())} of {a.numel()} elements differ (exact dtype "
-                f"{a.dtype}, shape {list(a.shape)}); first at index {list(idx)}: "
-                f"{a_.flatten()[i].item()} vs {b_.flatten()[i].item()}")
+        return (
+            f"{where}: {int(bad.sum())} of {a.numel()} elements differ (exact dtype "
+            f"{a.dtype}, shape {list(a.shape)}); first at index {list(idx)}: "
+            f"{a_.flatten()[i].item()} vs {b_.flatten()[i].item()}"
+        )
     r_default, a_default = _TOLERANCES.get(a.dtype, (1.3e-6, 1e-5))
     rtol = r_default if rtol is None else rtol
     atol = a_default if atol is None else atol
@@ -61,14 +64,17 @@ def _compare(path: tuple[Any, ...], a: Any, b: Any, rtol: float | None, atol: fl
     excess = torch.where(bad, err - allowed, -1.0)
     i = int(excess.flatten().argmax())
     idx = tuple(int(v) for v in torch.unravel_index(torch.tensor(i), a.shape))
-    return (f"{where}: {int(bad.sum())} of {a.numel()} elements not close (shape "
-            f"{list(a.shape)}, {a.dtype}, rtol={rtol:g}, atol={atol:g}); worst at index "
-            f"{list(idx)}: {a64.flatten()[i].item()!r} vs {b64.flatten()[i].item()!r} "
-            f"(|diff| {err.flatten()[i].item():.3g})")
+    return (
+        f"{where}: {int(bad.sum())} of {a.numel()} elements not close (shape "
+        f"{list(a.shape)}, {a.dtype}, rtol={rtol:g}, atol={atol:g}); worst at index "
+        f"{list(idx)}: {a64.flatten()[i].item()!r} vs {b64.flatten()[i].item()!r} "
+        f"(|diff| {err.flatten()[i].item():.3g})"
+    )
 
 
-def assert_trees_close(actual: Any, expected: Any, rtol: float | None = None,
-                       atol: float | None = None) -> None:
+def assert_trees_close(
+    actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None
+) -> None:
     """Assert two pytrees have the same structure, shapes, dtypes and close values.
 
     Integer and bool leaves must be equal; float leaves satisfy
@@ -77,9 +83,7 @@ def assert_trees_close(actual: Any, expected: Any, rtol: float | None = None,
     message names the path of the first failing leaf, its shape and the worst element.
     """
     if tree.structure(actual) != tree.structure(expected):
-        raise AssertionError(
-            f"trees differ in structure {tree._first_mismatch(actual, expected)}"
-        )
+        raise AssertionError(f"trees differ in structure {tree._first_mismatch(actual, expected)}")
     pa, pb = tree.flatten_with_paths(actual), tree.flatten_with_paths(expected)
     for (path, a), (_, b) in zip(pa, pb, strict=True):
         failure = _compare(path, a, b, rtol, atol)
@@ -90,7 +94,7 @@ def assert_trees_close(actual: Any, expected: Any, rtol: float | None = None,
 def check_vmap(
     fn: Callable[..., Any],
     *example_args: Any,
-    in_dims: int | None | Sequence[int | None] = 0,
+    in_dims: int | Sequence[int | None] | None = 0,
     rtol: float | None = None,
     atol: float | None = None,
 ) -> Any:

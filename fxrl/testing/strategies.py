@@ -1,10 +1,10 @@
 """Hypothesis strategies for fxrl code: keys, tensors inside specs, specs, pytrees.
 
-    from hypothesis import given
-    from fxrl.testing import keys, from_spec
+from hypothesis import given
+from fxrl.testing import keys, from_spec
 
-    @given(key=keys(), action=from_spec(env.action_spec))
-    def test_step_is_pure(key, action): ...
+@given(key=keys(), action=from_spec(env.action_spec))
+def test_step_is_pure(key, action): ...
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ def keys(batch_shape: tuple[int, ...] = ()) -> st.SearchStrategy[torch.Tensor]:
     """
     n = int(np.prod(batch_shape)) if batch_shape else 1
     seeds = st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n)
-    return seeds.map(lambda s: random.key(torch.tensor([x - 2**64 if x >= 2**63 else x
-                                                          for x in s])).reshape(*batch_shape, 2))
+    return seeds.map(
+        lambda s: random.key(torch.tensor([x - 2**64 if x >= 2**63 else x for x in s])).reshape(
+            *batch_shape, 2
+        )
+    )
 
 
 def _np_dtype(dtype: torch.dtype) -> Any:
@@ -64,8 +67,9 @@ def _box(spec: specs.Box, shape: tuple[int, ...]) -> st.SearchStrategy[torch.Ten
     return st.builds(build, _unit(shape), free)
 
 
-def from_spec(spec: specs.Spec | specs.Composite, batch_shape: tuple[int, ...] = ()
-              ) -> st.SearchStrategy[Any]:
+def from_spec(
+    spec: specs.Spec | specs.Composite, batch_shape: tuple[int, ...] = ()
+) -> st.SearchStrategy[Any]:
     """Tensors (or a pytree of them) inside ``spec`` with shape ``[*batch_shape, *spec.shape]``.
 
     Boundary values (``low``, ``high``, ``0``, ``n - 1``) are drawn often, so edge cases
@@ -88,7 +92,8 @@ def from_spec(spec: specs.Spec | specs.Composite, batch_shape: tuple[int, ...] =
     if isinstance(spec, specs.MultiDiscrete):
         nvec = spec.nvec.double()
         return _unit(shape).map(
-            lambda u: spec.project(torch.floor(torch.as_tensor(u) * nvec).long()))
+            lambda u: spec.project(torch.floor(torch.as_tensor(u) * nvec).long())
+        )
     if isinstance(spec, specs.Binary):
         bits = hnp.arrays(np.int64, shape, elements=st.integers(0, 1))
         return bits.map(lambda a: torch.as_tensor(a).to(spec.dtype))
@@ -102,8 +107,9 @@ def _shapes(max_dims: int = 2, max_side: int = 4) -> st.SearchStrategy[tuple[int
 @st.composite
 def _boxes(draw: st.DrawFn) -> specs.Box:
     shape = draw(_shapes())
-    dtype = draw(st.sampled_from([torch.float32, torch.float64, torch.int64, torch.int32,
-                                  torch.uint8]))
+    dtype = draw(
+        st.sampled_from([torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8])
+    )
     if dtype.is_floating_point:
         bound = st.floats(-1e3, 1e3, width=32) | st.just(0.0)
         unbounded = draw(st.sampled_from(["none", "low", "high", "both"]))
@@ -129,16 +135,19 @@ def all_specs(composite: bool = True) -> st.SearchStrategy[Any]:
         _boxes(),
         st.integers(1, 10).map(specs.Discrete),
         hnp.arrays(np.int64, _shapes(1), elements=st.integers(1, 6)).map(specs.MultiDiscrete),
-        st.tuples(st.integers(1, 5), st.sampled_from([torch.int8, torch.bool, torch.float32]))
-        .map(lambda a: specs.Binary(a[0], a[1])),
+        st.tuples(st.integers(1, 5), st.sampled_from([torch.int8, torch.bool, torch.float32])).map(
+            lambda a: specs.Binary(a[0], a[1])
+        ),
     )
     if not composite:
         return leaf
     names = st.text(string.ascii_lowercase, min_size=1, max_size=4)
     return st.recursive(
         leaf,
-        lambda inner: st.dictionaries(names, inner, min_size=1, max_size=3).map(specs.Composite)
-        | st.lists(inner, min_size=1, max_size=3).map(lambda xs: specs.Composite(tuple(xs))),
+        lambda inner: (
+            st.dictionaries(names, inner, min_size=1, max_size=3).map(specs.Composite)
+            | st.lists(inner, min_size=1, max_size=3).map(lambda xs: specs.Composite(tuple(xs)))
+        ),
         max_leaves=5,
     )
 
@@ -147,6 +156,7 @@ def tensors(
     dtypes: tuple[torch.dtype, ...] = _FLOAT_DTYPES, max_dims: int = 3, max_side: int = 4
 ) -> st.SearchStrategy[torch.Tensor]:
     """Small tensors of the given dtypes with finite values."""
+
     def build(dtype: torch.dtype) -> st.SearchStrategy[torch.Tensor]:
         if dtype.is_floating_point:
             width = 32 if dtype in (torch.float32, torch.float16, torch.bfloat16) else 64
@@ -161,15 +171,18 @@ def tensors(
     return st.sampled_from(dtypes).flatmap(build)
 
 
-def trees(leaves: st.SearchStrategy[Any] | None = None, max_leaves: int = 6
-          ) -> st.SearchStrategy[Any]:
+def trees(
+    leaves: st.SearchStrategy[Any] | None = None, max_leaves: int = 6
+) -> st.SearchStrategy[Any]:
     """Pytrees of dicts (insertion-ordered, unsorted keys), lists and tuples of tensors."""
     leaves = tensors() if leaves is None else leaves
     names = st.text(string.ascii_lowercase, min_size=1, max_size=4)
     return st.recursive(
         leaves,
-        lambda inner: st.dictionaries(names, inner, min_size=1, max_size=3)
-        | st.lists(inner, min_size=1, max_size=3)
-        | st.lists(inner, min_size=1, max_size=3).map(tuple),
+        lambda inner: (
+            st.dictionaries(names, inner, min_size=1, max_size=3)
+            | st.lists(inner, min_size=1, max_size=3)
+            | st.lists(inner, min_size=1, max_size=3).map(tuple)
+        ),
         max_leaves=max_leaves,
     )
