@@ -220,16 +220,22 @@ def scale_by_adam(
         grads: Updates, state: ScaleByAdamState, params: Params = None
     ) -> tuple[Updates, ScaleByAdamState]:
         count = state.count + 1
+        # Fused kernels (lerp, addcmul) as torch.optim uses: fewer passes over memory.
         mu = tree.map(lambda m, g: torch.lerp(m, g, 1 - b1), state.mu, grads)
-        nu = tree.map(lambda v, g: b2 * v + (1 - b2) * g * g, state.nu, grads)
+        nu = tree.map(lambda v, g: torch.addcmul(b2 * v, g, g, value=1 - b2), state.nu, grads)
         nu_max = tree.map(torch.maximum, state.nu_max, nu) if amsgrad else state.nu_max
-        # Bias corrections in float64, as torch computes them with Python floats.
+        # Bias corrections in float64 (torch computes them with Python floats), folded
+        # into one scalar pair: m_hat / (sqrt(v_hat) + eps) = m / (sqrt(v) * r + eps * bc1)
+        # with r = bc1 / sqrt(bc2), so each leaf costs one sqrt, one addcmul and one div.
         bc1 = 1 - b1 ** count.double()
-        bc2_sqrt = (1 - b2 ** count.double()).sqrt()
+        ratio = bc1 / (1 - b2 ** count.double()).sqrt()
+        scalars: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
 
         def direction(m: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-            denom = v.sqrt() / bc2_sqrt.to(v.dtype) + eps
-            return m / denom / bc1.to(m.dtype)
+            if m.dtype not in scalars:
+                scalars[m.dtype] = ((eps * bc1).to(m.dtype), ratio.to(m.dtype))
+            eps_bc1, r = scalars[m.dtype]
+            return m / torch.addcmul(eps_bc1, v.sqrt(), r)
 
         out = tree.map(direction, mu, nu_max if amsgrad else nu)
         return out, ScaleByAdamState(count, mu, nu, nu_max)
@@ -254,13 +260,15 @@ def scale_by_rms(
     def update(
         grads: Updates, state: ScaleByRmsState, params: Params = None
     ) -> tuple[Updates, ScaleByRmsState]:
-        sq = tree.map(lambda s, g: alpha * s + (1 - alpha) * g * g, state.square_avg, grads)
+        sq = tree.map(
+            lambda s, g: torch.addcmul(alpha * s, g, g, value=1 - alpha), state.square_avg, grads
+        )
         if centered:
             ga = tree.map(lambda a, g: torch.lerp(a, g, 1 - alpha), state.grad_avg, grads)
-            avg = tree.map(lambda s, a: (s - a * a).sqrt() + eps, sq, ga)
+            avg = tree.map(lambda s, a: torch.addcmul(s, a, a, value=-1).sqrt_().add_(eps), sq, ga)
         else:
             ga = state.grad_avg
-            avg = tree.map(lambda s: s.sqrt() + eps, sq)
+            avg = tree.map(lambda s: s.sqrt().add_(eps), sq)
         out = tree.map(torch.div, grads, avg)
         buf = state.momentum
         if momentum > 0:
