@@ -163,7 +163,7 @@ def bits(key: torch.Tensor, shape: Shape = ()) -> torch.Tensor:
     """Uniform random 32-bit words: int64 ``[..., *shape]`` with values in [0, 2**32)."""
     _check_key("bits", key)
     shape = _shape("bits", shape)
-    return _words(key, math.prod(shape)).reshape(*key.shape[:-1], *shape)
+    return _words(key, math.prod(shape)).reshape((*key.shape[:-1], *shape))
 
 
 def _open_unit(key: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -173,7 +173,7 @@ def _open_unit(key: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     Built as ``(2w + 1) * 2**-33`` in integers: adding a tiny float constant instead would
     be dropped by the ONNX exporter's graph optimizer, which treats it as adding zero.
     """
-    words = _words(key, math.prod(shape)).reshape(*key.shape[:-1], *shape)
+    words = _words(key, math.prod(shape)).reshape((*key.shape[:-1], *shape))
     return ((words << 1) | 1).double() * 2.0**-33
 
 
@@ -210,11 +210,11 @@ def uniform(
     n = math.prod(shape)
     batch = key.shape[:-1]
     if dtype == torch.float64:
-        w = _words(key, 2 * n).reshape(*batch, n, 2)
+        w = _words(key, 2 * n).reshape((*batch, n, 2))
         u = (((w[..., 0] >> 6) << 26) | (w[..., 1] >> 6)).double() * 2.0**-52
-        u = u.reshape(*batch, *shape)
+        u = u.reshape((*batch, *shape))
     else:
-        u = (_words(key, n) >> 8).double().reshape(*batch, *shape) * 2.0**-24
+        u = (_words(key, n) >> 8).double().reshape((*batch, *shape)) * 2.0**-24
     lo = torch.as_tensor(minval, dtype=torch.float64, device=key.device)
     hi = torch.as_tensor(maxval, dtype=torch.float64, device=key.device)
     return (lo + (hi - lo) * u).to(dtype)
@@ -369,10 +369,10 @@ def randint(
     lo, hi = lo.long(), hi.long()
     span = torch.clamp(hi - lo, min=1)
     n = math.prod(shape)
-    w = _words(key, 2 * n).reshape(*key.shape[:-1], n, 2)
+    w = _words(key, 2 * n).reshape((*key.shape[:-1], n, 2))
     w_hi, w_lo = (
-        w[..., 0].reshape(*key.shape[:-1], *shape),
-        w[..., 1].reshape(*key.shape[:-1], *shape),
+        w[..., 0].reshape((*key.shape[:-1], *shape)),
+        w[..., 1].reshape((*key.shape[:-1], *shape)),
     )
     # (hi * 2**32 + lo) mod span without overflowing int64 (span < 2**31).
     r = ((w_hi % span) * ((2**32) % span) + w_lo % span) % span
@@ -421,7 +421,7 @@ def permutation(key: torch.Tensor, n: int) -> torch.Tensor:
     _check_key("permutation", key)
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"fxrl.random.permutation: n must be a non-negative int, got {n!r}.")
-    w = _words(key, 2 * n).reshape(*key.shape[:-1], n, 2)
+    w = _words(key, 2 * n).reshape((*key.shape[:-1], n, 2))
     # 63-bit sort keys: a tie between any two of n elements has probability ~ n**2 / 2**64.
     sort_key = (w[..., 0] << 31) | (w[..., 1] >> 1)
     # topk rather than argsort: ONNX has TopK but no stable sort.
@@ -457,6 +457,6 @@ def choice(
             f"fxrl.random.choice: cannot take {k} samples from {n} without replacement."
         )
     if p is None:
-        return permutation(key, n)[..., :k].reshape(*key.shape[:-1], *shape)
+        return permutation(key, n)[..., :k].reshape((*key.shape[:-1], *shape))
     g = _gumbel(key, (n,)) + logits
-    return torch.topk(g, k, dim=-1).indices.reshape(*key.shape[:-1], *shape)
+    return torch.topk(g, k, dim=-1).indices.reshape((*key.shape[:-1], *shape))

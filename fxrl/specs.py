@@ -10,6 +10,7 @@ clipping, what TorchRL's ``SafeModule(safe=True)`` does). ``Composite`` holds a 
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -396,8 +397,8 @@ def to_gymnasium(spec: Spec | Composite) -> Any:
 
     if isinstance(spec, Box):
         return gs.Box(
-            spec.low.double().numpy(),
-            spec.high.double().numpy(),
+            spec.low.numpy(),
+            spec.high.numpy(),
             shape=spec.shape,
             dtype=np_dtype(spec.dtype),
         )
@@ -409,6 +410,7 @@ def to_gymnasium(spec: Spec | Composite) -> Any:
         return gs.MultiBinary(spec.n if isinstance(spec.n, int) else list(spec.n))
     if isinstance(spec, Composite):
         if isinstance(spec.specs, dict):
-            return gs.Dict({k: to_gymnasium(v) for k, v in spec.specs.items()})
+            # An OrderedDict: gymnasium sorts the keys of a plain dict, fxrl keeps their order.
+            return gs.Dict(OrderedDict((k, to_gymnasium(v)) for k, v in spec.specs.items()))
         return gs.Tuple(tuple(to_gymnasium(v) for v in spec.specs))
     raise TypeError(f"to_gymnasium: unsupported spec {spec!r}.")
