@@ -237,8 +237,9 @@ class Delta:
 
     def log_prob(self, x: Tensor) -> Tensor:
         """0 where ``x`` equals ``value`` on the whole event, ``-inf`` elsewhere."""
-        hit = _sum_event((x != self.value).to(self.value.dtype), self.event_ndims) == 0
-        return torch.where(hit, 0.0, -math.inf).to(self.value.dtype)
+        hit = _sum_event((x != self.value).long(), self.event_ndims) == 0
+        dtype = self.value.dtype if self.value.dtype.is_floating_point else torch.float32
+        return torch.where(hit, 0.0, -math.inf).to(dtype)
 
     def sample_and_log_prob(self, key: Tensor) -> tuple[Tensor, Tensor]:
         x = self.sample(key)

@@ -228,3 +228,13 @@ def test_bad_inputs_give_clear_errors():
         optim.adam(-1.0)
     with pytest.raises(ValueError, match=r"tree 1 does not match tree 0"):
         optim.adam().update({"w": grads[0]["w"]}, optim.adam().init(params), params)
+
+
+def test_update_with_a_schedule_compiles_as_one_graph_and_equals_eager():
+    params, grads = problem(random.key(8))
+    opt = optim.chain(
+        optim.clip_by_global_norm(1.0), optim.adamw(optim.linear_schedule(1e-2, 0, 9))
+    )
+    state = opt.init(params)
+    compiled = torch.compile(opt.update, backend="aot_eager", fullgraph=True)
+    assert_trees_close(compiled(grads[0], state, params), opt.update(grads[0], state, params))

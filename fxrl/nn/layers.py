@@ -164,7 +164,7 @@ def mlp(
     return Model(init, apply)
 
 
-_norm = layer_norm
+_norm = layer_norm  # inside mlp, the `layer_norm` flag shadows the function
 
 
 def _layers(model: str, params: Params, n: int) -> list[Params]:

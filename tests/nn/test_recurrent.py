@@ -199,3 +199,13 @@ def test_a_single_step_passed_to_apply_is_rejected_with_a_hint():
     model = nn.gru(3, 4)
     with pytest.raises(ValueError, match=r"expected a sequence \[T, \*B, features\] \(use step"):
         model.apply(model.init(random.key(0)), torch.zeros(3))
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_cells_compile_as_one_graph_and_equal_eager(kind):
+    model = MODELS[kind](3, 4, 2)
+    params = model.init(random.key(0))
+    xs = random.normal(random.key(1), (4, 2, 3))
+    is_init = torch.tensor([[True, False], [False, False], [False, True], [False, False]])
+    compiled = torch.compile(model.apply, backend="aot_eager", fullgraph=True)
+    assert_trees_close(compiled(params, xs, None, is_init), model.apply(params, xs, None, is_init))
