@@ -23,7 +23,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 test: lint
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/random_bench.py
