@@ -104,13 +104,10 @@ def egreedy(
         logits = torch.where(mask, 0.0, -math.inf).double()
         rand = random.categorical(k_action, logits, batch).to(spec.dtype)
     else:
-        # A leading 1 keeps sample shapes non-empty: fxrl.random.randint and float64
-        # uniform fail for shape () with one key (a single env under vmap), for now.
-        rand = spec.sample(k_action, (1, *batch))[0]
+        rand = spec.sample(k_action, batch)
     if one_hot:
         rand = F.one_hot(rand.long(), spec.n)
-    coin = random.uniform(k_coin, (1, *batch), dtype=torch.float64)[0]
-    explore = coin < torch.as_tensor(epsilon)
+    explore = random.uniform(k_coin, batch, dtype=torch.float64) < torch.as_tensor(epsilon)
     explore = explore.reshape(batch + (1,) * len(event))
     return torch.where(explore, rand.to(action.dtype), action)
 
