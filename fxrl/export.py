@@ -1,0 +1,789 @@
+"""Export one pure function ``policy(params, *inputs)`` for deployment.
+
+    exported = export(policy, params, obs)            # torch.export, params baked in
+    print(exported)                                   # the readable graph
+    to_onnx(exported, "policy.onnx")                  # ONNX Runtime, no torch needed
+    to_aoti(exported, "policy.pt2")                   # AOTInductor (needs a C++ compiler)
+    load_onnx("policy.onnx")(obs.numpy())             # == policy(params, obs)
+
+Params become buffers of the program (ONNX initializers), not inputs. Inputs and outputs
+are named after their pytree paths joined by "_": a tensor argument by its parameter name
+(``obs``), a dict argument by its keys (``{"agent": {"obs": x}}`` -> ``agent_obs``), any
+other container by parameter name and path (``carry_h`` for an ``LSTMCarry`` argument);
+outputs likewise, with ``output`` as the name of the return value
+(``(action, carry)`` -> ``output_0, output_1_h, output_1_c``; return a dict to choose
+the names). ``mode`` goes to ``fn``'s ``mode`` parameter; ``mode="random"`` adds an int64
+``key`` input [2] (``fn``'s ``key`` parameter), so the deployed policy draws exactly what
+the eager one draws from the same key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import inspect
+import io
+import json
+import keyword
+import logging
+import re
+import shutil
+import sys
+import traceback
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import optree
+import torch
+
+from fxrl import deploy, random, tree
+from fxrl.deploy import BATCH, METADATA_KEY, OnnxPolicy, load_onnx
+
+__all__ = [
+    "MODES",
+    "AotiPolicy",
+    "ExportError",
+    "ExportedPolicy",
+    "OnnxPolicy",
+    "export",
+    "load",
+    "load_aoti",
+    "load_onnx",
+    "to_aoti",
+    "to_onnx",
+]
+
+MODES = ("random", "mode", "mean")
+_DTYPES = (
+    torch.float16,
+    torch.float32,
+    torch.float64,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.bool,
+)
+
+
+_SHAPES_LOG = "torch.fx.experimental.symbolic_shapes"
+_ONNX_LOG = "torch.onnx"
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Silence a torch logger below ERROR (its notices duplicate fxrl's own messages)."""
+    log = logging.getLogger(name)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+class ExportError(ValueError):
+    """The function cannot be exported as written; the message says what to change."""
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# ----------------------------------------------------------------------------- naming
+
+
+def _identifier(name: str) -> str:
+    name = re.sub(r"\W", "_", name)
+    return f"_{name}" if not name or name[0].isdigit() or keyword.iskeyword(name) else name
+
+
+def _leaf_names(prefix: str, value: Any, spread_dict: bool) -> list[str | None]:
+    """One name per leaf of ``value`` (None for None leaves, which stay constants)."""
+    names: list[str | None] = []
+    for path, leaf in tree.flatten_with_paths(value):
+        if leaf is None:
+            names.append(None)
+            continue
+        parts = [str(p) for p in path]
+        if not (spread_dict and isinstance(value, Mapping)) or not parts:
+            parts = [prefix, *parts]
+        names.append(_identifier("_".join(parts)))
+    return names
+
+
+def _check_unique(what: str, names: Sequence[str], extra: Sequence[str] = ()) -> None:
+    seen: dict[str, int] = {}
+    for n in [*names, *extra]:
+        seen[n] = seen.get(n, 0) + 1
+    dup = sorted(n for n, c in seen.items() if c > 1)
+    if dup:
+        raise ExportError(
+            f"export: {what} names collide: {dup}. Names join pytree paths with '_' "
+            "({'a_b': x} and {'a': {'b': y}} both give 'a_b'); rename a key or an argument."
+        )
+
+
+def _encode(value: Any, names: list[str | None]) -> dict[str, Any]:
+    """The JSON structure spec of ``value`` whose leaves are named ``names`` (in order)."""
+    it = iter(names)
+
+    def walk(spec: optree.PyTreeSpec) -> dict[str, Any]:
+        if spec.is_leaf():
+            name = next(it)
+            return {"kind": "none"} if name is None else {"kind": "leaf", "name": name}
+        kids = [walk(c) for c in spec.children()]
+        kind, typ = spec.kind, spec.type
+        if kind == optree.PyTreeKind.TUPLE:
+            return {"kind": "tuple", "children": kids}
+        if kind == optree.PyTreeKind.LIST:
+            return {"kind": "list", "children": kids}
+        if kind in (optree.PyTreeKind.DICT, optree.PyTreeKind.ORDEREDDICT):
+            keys = list(spec.entries())
+            if not all(isinstance(k, str | int) for k in keys):
+                raise ExportError(f"export: dict keys must be str or int, got {keys}.")
+            return {"kind": "dict", "keys": keys, "children": kids}
+        qual = f"{typ.__module__}.{typ.__qualname__}"
+        if kind == optree.PyTreeKind.NAMEDTUPLE:
+            return {
+                "kind": "namedtuple",
+                "type": qual,
+                "fields": list(typ._fields),
+                "children": kids,
+            }
+        if dataclasses.is_dataclass(typ):
+            fields = [str(e) for e in spec.entries()]
+            static = {
+                f.name: getattr(value_of[id(spec)], f.name)
+                for f in dataclasses.fields(typ)
+                if f.metadata.get("static", False)
+            }
+            try:
+                json.dumps(static)
+            except TypeError:
+                static = {}
+            return {
+                "kind": "dataclass",
+                "type": qual,
+                "fields": fields,
+                "static": static,
+                "children": kids,
+            }
+        raise ExportError(
+            f"export: cannot describe a {typ.__name__} node for deployment; use dicts, "
+            "lists, tuples, NamedTuples or fxrl.tree.dataclass types."
+        )
+
+    # dataclass static fields are read from the value itself
+    value_of: dict[int, Any] = {}
+    spec = tree.structure(value)
+    _index_nodes(spec, value, value_of)
+    return walk(spec)
+
+
+def _index_nodes(spec: optree.PyTreeSpec, value: Any, out: dict[int, Any]) -> None:
+    out[id(spec)] = value
+    if spec.is_leaf():
+        return
+    kids = optree.tree_flatten_one_level(value, none_is_leaf=True, namespace=tree.NAMESPACE)[0]
+    for c, v in zip(spec.children(), kids, strict=True):
+        _index_nodes(c, v, out)
+
+
+def _resolver(spec: dict[str, Any]) -> Callable[[list[Any]], Any] | None:
+    """Rebuild NamedTuples and dataclasses as their own types when already imported."""
+    module, _, name = spec["type"].rpartition(".")
+    typ: Any = sys.modules.get(module)
+    for part in name.split("."):
+        typ = getattr(typ, part, None)
+    if not isinstance(typ, type):
+        return None
+    if spec["kind"] == "namedtuple":
+        return lambda kids: typ(*kids)
+    return lambda kids: typ(**dict(zip(spec["fields"], kids, strict=True)), **spec["static"])
+
+
+# ----------------------------------------------------------------------------- binding
+
+
+class _Binding:
+    """How the flat program inputs map onto ``fn(params, *args, key=..., mode=...)``."""
+
+    def __init__(self, fn: Callable[..., Any], example_inputs: tuple[Any, ...], mode: str):
+        self.fn, self.mode = fn, mode
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            sig = None
+        params = list(sig.parameters.values()) if sig is not None else []
+        kinds = inspect.Parameter
+        positional = [
+            p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+        ]
+        var_args = sig is None or any(p.kind == kinds.VAR_POSITIONAL for p in params)
+        var_kw = sig is not None and any(p.kind == kinds.VAR_KEYWORD for p in params)
+        by_name = {p.name: p for p in params}
+        if sig is not None and not positional and not var_args:
+            raise ExportError(
+                f"export: {_fn_name(fn)} takes no arguments; expected fn(params, ...)."
+            )
+        arg_params = positional[1:]
+        if len(example_inputs) > len(arg_params) and not var_args:
+            raise ExportError(
+                f"export: {_fn_name(fn)}{sig} takes {len(arg_params)} inputs after params; got "
+                f"{len(example_inputs)} example inputs."
+            )
+        names = [
+            arg_params[i].name if i < len(arg_params) else f"arg{i}"
+            for i in range(len(example_inputs))
+        ]
+        self.args: list[tuple[str, Any]] = list(zip(names, example_inputs, strict=True))
+        self.kwargs: dict[str, Any] = {}
+        if "mode" in by_name or var_kw:
+            self.kwargs["mode"] = mode
+        elif mode != "mode":
+            raise ExportError(
+                f"export(mode={mode!r}): {_fn_name(fn)}{sig} has no `mode` parameter, so the "
+                "mode cannot reach it. Add `mode: str = 'mode'` and draw actions with "
+                "fxrl.distributions.draw(dist, key, mode)."
+            )
+        key_param = by_name.get("key")
+        missing = [
+            p.name
+            for p in arg_params[len(names) :]
+            if p.default is inspect.Parameter.empty and p.name not in ("key", "mode")
+        ]
+        if missing:
+            raise ExportError(
+                f"export: missing example inputs for {missing} of {_fn_name(fn)}{sig} "
+                f"(got {len(names)}: {names}). Pass one example per argument after "
+                f"params: export(fn, params, {', '.join([*names, *missing])})."
+            )
+        # The key goes last, by position when `key` is the next parameter, else by keyword.
+        self.key_by_keyword = False
+        if mode == "random" and "key" not in names:
+            if key_param is None and not var_kw:
+                raise ExportError(
+                    f"export(mode='random'): {_fn_name(fn)}{sig} has no `key` parameter for "
+                    "the key input. Add one and draw with an explicit key: "
+                    "fxrl.distributions.draw(dist, key, mode) or fxrl.random.*."
+                )
+            self.args.append(("key", random.key(0)))
+            next_param = arg_params[len(names)] if len(arg_params) > len(names) else None
+            self.key_by_keyword = next_param is None or next_param.name != "key"
+        elif (
+            key_param is not None
+            and "key" not in names
+            and key_param.default is inspect.Parameter.empty
+        ):
+            self.kwargs["key"] = None  # deterministic modes draw nothing
+        self.names = [n for n, _ in self.args]
+
+    def call(self, params: Any, args: Sequence[Any]) -> Any:
+        args = list(args)
+        kwargs = dict(self.kwargs)
+        if self.key_by_keyword:
+            kwargs["key"] = args.pop()
+        return self.fn(params, *args, **kwargs)
+
+
+def _fn_name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _check_example(name: str, x: Any) -> None:
+    if x is None:
+        return
+    if not isinstance(x, torch.Tensor):
+        hint = (
+            " (torch.as_tensor(x))"
+            if hasattr(x, "__array__") or isinstance(x, int | float | bool)
+            else ""
+        )
+        raise ExportError(
+            f"export: example input {name!r} is a {type(x).__name__}; inputs must be torch "
+            f"tensors{hint}. Constants belong in params or in the function."
+        )
+    if x.dtype not in _DTYPES:
+        raise ExportError(
+            f"export: input {name!r} has dtype {_dtype_name(x.dtype)}, which ONNX Runtime's "
+            f"numpy interface cannot carry; supported: {[_dtype_name(d) for d in _DTYPES]}. "
+            "Cast it (bfloat16 -> float32) inside or outside the function."
+        )
+
+
+# ----------------------------------------------------------------------------- export
+
+
+class ExportedPolicy:
+    """A policy traced by ``torch.export`` with its params baked in.
+
+    Call it like the function without params (positional in example-input order, or by
+    input name): ``exported(obs)``. ``str(exported)`` is the readable graph; ``program``
+    the ``torch.export.ExportedProgram``; ``eager`` calls the original function (None once
+    loaded from a file). Save with ``save(path)`` (``.pt2``), read with ``fxrl.export.load``.
+    """
+
+    def __init__(self, program: torch.export.ExportedProgram, meta: dict[str, Any]) -> None:
+        self.program, self.meta = program, meta
+        self.inputs: list[dict[str, Any]] = meta["inputs"]
+        self.input_names = [i["name"] for i in self.inputs]
+        self.output_names = deploy.leaf_names(meta["output_spec"])
+        self.eager: Callable[..., Any] | None = None
+        self._module: Callable[..., Any] | None = None
+
+    @property
+    def module(self) -> Callable[..., Any]:
+        if self._module is None:
+            self._module = self.program.module()
+        return self._module
+
+    def flat_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+        """The program's flat input list for a call, checked against names, shapes, dtypes."""
+        values = deploy.flatten_args(self.meta["args"], args, kwargs)
+        for name, v in values.items():
+            if not isinstance(v, torch.Tensor):
+                dtype = getattr(torch, self._dtype(name))
+                values[name] = torch.as_tensor(v, dtype=dtype)
+        deploy.check_inputs(self.inputs, values)
+        return [values[n] for n in self.input_names]
+
+    def _dtype(self, name: str) -> str:
+        return next(i["dtype"] for i in self.inputs if i["name"] == name)
+
+    def structure(self, flat_outputs: Sequence[Any]) -> Any:
+        """The return value of the function, rebuilt from the flat outputs."""
+        values = dict(zip(self.output_names, flat_outputs, strict=True))
+        return deploy.unflatten(self.meta["output_spec"], values, _resolver)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.structure(self.module(*self.flat_inputs(args, kwargs)))
+
+    def graph(self) -> str:
+        """The program as readable Python: one line per op, shapes and dtypes annotated."""
+        text = self.program.graph_module.print_readable(print_output=False)
+        # Drop comment lines that point into this file's wrapper, not at the user's code.
+        own = re.escape(__file__)
+        return "\n".join(ln for ln in text.splitlines() if not re.search(own, ln)).strip("\n")
+
+    def __str__(self) -> str:
+        return f"{self!r}\n{self.graph()}"
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.inputs)
+        return f"ExportedPolicy({self.meta['function']}: {ins} -> {', '.join(self.output_names)})"
+
+    def save(self, path: str | Path) -> Path:
+        """Write the program and its naming metadata to ``path`` (``.pt2``)."""
+        path = Path(path)
+        torch.export.save(self.program, path, extra_files={"fxrl.json": json.dumps(self.meta)})
+        return path
+
+
+def load(path: str | Path) -> ExportedPolicy:
+    """Read an ``ExportedPolicy`` written by ``ExportedPolicy.save``."""
+    extra = {"fxrl.json": ""}
+    program = torch.export.load(Path(path), extra_files=extra)
+    if not extra["fxrl.json"]:
+        raise ValueError(f"load: {path} was not written by ExportedPolicy.save (no fxrl.json).")
+    return ExportedPolicy(program, json.loads(extra["fxrl.json"]))
+
+
+def _params_module(params: Any) -> tuple[torch.nn.Module, Callable[[torch.nn.Module], Any]]:
+    """A module holding the tensor leaves of ``params`` as buffers named by path."""
+    holder = torch.nn.Module()
+    leaves = tree.leaves(params)
+    spec = tree.structure(params)
+    raw = tree.path_names(params) if not isinstance(params, torch.Tensor) else ["params"]
+    slots: list[str | None] = []
+    for name, leaf in zip(raw, leaves, strict=True):
+        if not isinstance(leaf, torch.Tensor):
+            slots.append(None)
+            continue
+        name = _identifier(name)
+        base, i = name, 1
+        while hasattr(holder, name):  # "training", "forward"... or a duplicate path
+            name, i = f"{base}_{i}", i + 1
+        holder.register_buffer(name, leaf.detach().clone())
+        slots.append(name)
+
+    def rebuild(module: torch.nn.Module) -> Any:
+        vals = [
+            getattr(module, s) if s is not None else v for s, v in zip(slots, leaves, strict=True)
+        ]
+        return tree.unflatten(spec, vals)
+
+    return holder, rebuild
+
+
+def _wrapper(binding: _Binding, params: Any, input_names: list[str], arg_specs: list[Any]):
+    holder, rebuild = _params_module(params)
+    arg_trees = [tree.structure(v) for _, v in binding.args]
+    arg_sizes = [s.num_leaves for s in arg_trees]
+    none_mask = [[leaf is None for leaf in tree.leaves(v)] for _, v in binding.args]
+    captured: dict[str, Any] = {}
+
+    def forward(self: torch.nn.Module, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        it = iter(flat)
+        args = []
+        for spec, size, nones in zip(arg_trees, arg_sizes, none_mask, strict=True):
+            leaves = [None if nones[j] else next(it) for j in range(size)]
+            args.append(tree.unflatten(spec, leaves))
+        out = binding.call(rebuild(self), args)
+        captured["out"] = out
+        return tuple(_output_leaves(out))
+
+    kinds = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", kinds)] + [inspect.Parameter(n, kinds) for n in input_names]
+    )
+    cls = type("Policy", (torch.nn.Module,), {"forward": forward})
+    module = cls()
+    for name, buf in holder.named_buffers():
+        module.register_buffer(name, buf)
+    return module, rebuild, captured
+
+
+def _output_leaves(out: Any) -> list[torch.Tensor]:
+    leaves = []
+    for path, leaf in tree.flatten_with_paths(out):
+        if not isinstance(leaf, torch.Tensor):
+            where = "".join(f"[{p!r}]" for p in path) or "the return value"
+            raise ExportError(
+                f"export: output {where} is a {type(leaf).__name__}; a policy must return "
+                "tensors (or a pytree of them)."
+            )
+        leaves.append(leaf)
+    return leaves
+
+
+def _user_frame(exc: BaseException) -> str:
+    """'file:line: code' of the innermost frame outside torch and this file."""
+    torch_dir = str(Path(torch.__file__).parent)
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(torch_dir)
+        and f.filename != __file__
+        and "site-packages" not in f.filename
+    ]
+    if not frames:
+        return "the exported function"
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno}: {(f.line or '').strip()}"
+
+
+def _data_dependent(exc: BaseException) -> bool:
+    names = {type(e).__name__ for e in _chain(exc)}
+    text = " ".join(str(e) for e in _chain(exc))
+    return (
+        bool(
+            names & {"GuardOnDataDependentSymNode", "DataDependentOutputException", "UserError"}
+            and ("data-dependent" in text or "data dependent" in text or "DataDependent" in text)
+        )
+        or "GuardOnDataDependentSymNode" in names
+    )
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    out = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def _check_global_rng(program: torch.export.ExportedProgram) -> None:
+    for node in program.graph.nodes:
+        target = node.target
+        tags = getattr(target, "tags", ())
+        if node.op == "call_function" and torch.Tag.nondeterministic_seeded in tags:
+            trace = (node.meta.get("stack_trace") or "").strip().splitlines()
+            where = next(
+                (ln.strip() for ln in reversed(trace) if ln.strip().startswith("File")), ""
+            )
+            raise ExportError(
+                f"export: the function draws from torch's global random generator ({target}"
+                f"{', ' + where if where else ''}). An exported program cannot reproduce "
+                "that stream and fxrl code never uses it: draw from an explicit key "
+                "(fxrl.random.normal(key, shape), fxrl.distributions.draw(dist, key, mode)) "
+                "and export with mode='random', which adds a `key` input."
+            )
+
+
+def export(
+    fn: Callable[..., Any],
+    params: Any,
+    *example_inputs: Any,
+    dynamic_batch: bool = False,
+    mode: str = "mode",
+) -> ExportedPolicy:
+    """Trace ``fn(params, *inputs)`` once with ``torch.export``; params become constants.
+
+    Args:
+      fn: a pure function ``fn(params, *inputs[, key][, mode=...])`` of tensors. Python
+        control flow may depend on shapes but not on tensor values (use ``torch.where``).
+      params: a pytree of tensors baked into the program as buffers.
+      example_inputs: one example per input after ``params`` (pytrees of tensors).
+      dynamic_batch: make dim 0 of every input except ``key`` a symbolic ``batch`` dim,
+        so one program serves any batch size. Give examples with a batch of 2 or more.
+      mode: ``"mode"`` (deterministic), ``"mean"`` or ``"random"``, passed to ``fn``'s
+        ``mode`` parameter; ``"random"`` adds an int64 ``key`` [2] input.
+    Returns:
+      An ``ExportedPolicy``: callable, printable, ``to_onnx``/``to_aoti``/``save``-able.
+    """
+    if mode not in MODES:
+        close = difflib.get_close_matches(str(mode), MODES, 1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"export: unknown mode {mode!r}; expected one of {list(MODES)}.{hint}")
+    if not callable(fn):
+        raise TypeError(f"export: fn must be a function fn(params, *inputs), got {fn!r}.")
+    binding = _Binding(fn, tuple(example_inputs), mode)
+    if not binding.args:
+        raise ExportError(
+            f"export: no example inputs for {_fn_name(fn)}; pass one example per input "
+            "after params, e.g. export(policy, params, obs) with obs shaped as one "
+            "observation (or a batch)."
+        )
+
+    # Names: leaf names per argument, checked unique (and against structured arg names).
+    arg_specs, input_names, flat, inputs_meta = [], [], [], []
+    for name, value in binding.args:
+        names = _leaf_names(name, value, spread_dict=True)
+        for leaf_name, leaf in zip(names, tree.leaves(value), strict=True):
+            _check_example(leaf_name or name, leaf)
+            if leaf_name is not None:
+                input_names.append(leaf_name)
+                flat.append(leaf)
+        arg_specs.append({"name": name, "spec": _encode(value, names)})
+    structured = [a["name"] for a in arg_specs if a["spec"]["kind"] != "leaf"]
+    _check_unique("input", input_names, structured)
+
+    dynamic_shapes = None
+    if dynamic_batch:
+        dynamic_shapes = _batch_dims(input_names, flat)
+    for n, x in zip(input_names, flat, strict=True):
+        shape: list[Any] = list(x.shape)
+        if dynamic_batch and n != "key":
+            shape[0] = BATCH
+        inputs_meta.append({"name": n, "shape": shape, "dtype": _dtype_name(x.dtype)})
+
+    module, rebuild, captured = _wrapper(binding, params, input_names, arg_specs)
+    # Run eagerly first: errors in the function itself surface as they would anyway.
+    eager_out = module(*flat)
+    out_names = _leaf_names("output", captured["out"], spread_dict=True)
+    _check_unique("output", [n for n in out_names if n is not None])
+    output_spec = _encode(captured["out"], out_names)
+
+    anchor = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
+    if anchor is not None:  # show the user's lines in the printed graph
+        with contextlib.suppress(Exception):
+            anchor(fn)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        # On failure torch prints the partial graph to stderr; fxrl's message replaces it.
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _quiet(_SHAPES_LOG):
+            program = torch.export.export(
+                module, tuple(flat), dynamic_shapes=dynamic_shapes, strict=False
+            )
+    except Exception as e:
+        sys.stdout.write(out.getvalue())
+        if _data_dependent(e):
+            raise ExportError(
+                f"export: {_fn_name(fn)} branches in Python on a tensor's value at "
+                f"{_user_frame(e)}. An exported program fixes its control flow when traced, "
+                "so `if`/`while`/`bool()`/`.item()` on data cannot be exported: compute both "
+                "branches and select with torch.where(cond, a, b) (fxrl.tree.where for "
+                "pytrees)."
+            ) from e
+        if (
+            dynamic_batch
+            and "batch" in str(e)
+            and ("Constraints violated" in str(e) or "specializ" in str(e))
+        ):
+            raise ExportError(
+                f"export(dynamic_batch=True): {_fn_name(fn)} fixes the batch size somewhere "
+                "(a reshape to a literal size, int(x.shape[0]), a Python loop over the batch); "
+                f"use -1 or x.shape[0] instead. torch.export says:\n{e}"
+            ) from e
+        sys.stderr.write(err.getvalue())
+        raise
+    sys.stdout.write(out.getvalue())
+    sys.stderr.write(err.getvalue())
+    _check_global_rng(program)
+    meta = {
+        "version": 1,
+        "function": _fn_name(fn),
+        "mode": mode,
+        "dynamic_batch": dynamic_batch,
+        "inputs": inputs_meta,
+        "args": arg_specs,
+        "output_spec": output_spec,
+    }
+    exported = ExportedPolicy(program, meta)
+    exported.eager = lambda *a, **k: exported.structure(
+        _output_leaves(binding.call(rebuild(module), _eager_args(exported, binding, a, k)))
+    )
+    del eager_out
+    return exported
+
+
+def _eager_args(exported: ExportedPolicy, binding: _Binding, args: Any, kwargs: Any) -> list[Any]:
+    flat = exported.flat_inputs(args, kwargs)
+    it = iter(flat)
+    out = []
+    for _, value in binding.args:
+        leaves = [None if leaf is None else next(it) for leaf in tree.leaves(value)]
+        out.append(tree.unflatten(tree.structure(value), leaves))
+    return out
+
+
+def _batch_dims(names: list[str], flat: list[torch.Tensor]) -> dict[str, Any]:
+    batch = torch.export.Dim("batch", min=1)
+    dims: dict[str, Any] = {}
+    sizes = set()
+    for n, x in zip(names, flat, strict=True):
+        if n == "key":
+            dims[n] = None
+            continue
+        if x.ndim == 0:
+            raise ExportError(
+                f"export(dynamic_batch=True): input {n!r} has shape []; every input but "
+                "`key` needs a leading batch dim. Give batched examples, e.g. obs[None]."
+            )
+        sizes.add(x.shape[0])
+        dims[n] = {0: batch}
+    if len(sizes) > 1:
+        raise ExportError(
+            f"export(dynamic_batch=True): example inputs have different leading dims "
+            f"{sorted(sizes)}; the leading dim of every input but `key` is the batch."
+        )
+    if sizes == {1}:
+        raise ExportError(
+            "export(dynamic_batch=True): the example batch size is 1, which torch.export "
+            "specializes as a constant; give examples with a batch of 2 or more."
+        )
+    return dims
+
+
+# ----------------------------------------------------------------------------- ONNX
+
+
+def to_onnx(exported: ExportedPolicy, path: str | Path, *, optimize: bool = True) -> Path:
+    """Write ``exported`` as an ONNX model (``torch.onnx.export(dynamo=True)``).
+
+    The file carries fxrl's naming metadata, so ``load_onnx`` (torch-free, in
+    ``fxrl/deploy.py``) takes the same arguments and returns the same structure.
+    """
+    _require_exported("to_onnx", exported)
+    path = Path(path)
+    # Quiet: "torchvision is not installed" notices, progress lines, deprecation warnings.
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _quiet(_ONNX_LOG):
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(
+            exported.program,
+            (),
+            dynamo=True,
+            input_names=exported.input_names,
+            output_names=exported.output_names,
+            optimize=optimize,
+            verbose=False,
+        )
+    _name_batch_dim(program.model)
+    program.model.metadata_props[METADATA_KEY] = json.dumps(exported.meta)
+    program.save(str(path))
+    return path
+
+
+def _name_batch_dim(model: Any) -> None:
+    """Call the symbolic dim of the graph's inputs and outputs "batch" (torch names it s0)."""
+    import onnx_ir as ir
+
+    for value in [*model.graph.inputs, *model.graph.outputs]:
+        if value.shape is not None and any(isinstance(d, ir.SymbolicDim) for d in value.shape):
+            value.shape = ir.Shape(
+                [BATCH if isinstance(d, ir.SymbolicDim) else d for d in value.shape]
+            )
+
+
+# ----------------------------------------------------------------------------- AOTInductor
+
+
+class AotiPolicy:
+    """An AOTInductor-compiled policy: same calling convention as ``ExportedPolicy``."""
+
+    def __init__(self, compiled: Any, meta: dict[str, Any]) -> None:
+        self.compiled, self.meta = compiled, meta
+        self._shim = ExportedPolicy.__new__(ExportedPolicy)
+        self._shim.meta, self._shim.inputs = meta, meta["inputs"]
+        self._shim.input_names = [i["name"] for i in meta["inputs"]]
+        self._shim.output_names = deploy.leaf_names(meta["output_spec"])
+        self.input_names, self.output_names = self._shim.input_names, self._shim.output_names
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        flat = self._shim.flat_inputs(args, kwargs)
+        return self._shim.structure(list(self.compiled(*flat)))
+
+    def __repr__(self) -> str:
+        return f"AotiPolicy({self.meta['function']}: {self.input_names} -> {self.output_names})"
+
+
+def _find_cxx() -> str:
+    from torch._inductor import config
+
+    candidates = [c for c in config.cpp.cxx if c]
+    for c in candidates:
+        found = shutil.which(c)
+        if found:
+            return found
+    raise RuntimeError(
+        f"to_aoti: no C++ compiler found (looked for {candidates} on PATH). AOTInductor "
+        "compiles the program to a shared library at export time: install g++ or clang++ "
+        "(apt-get install g++), or point CXX at one. ONNX export (to_onnx) needs no compiler."
+    )
+
+
+def to_aoti(exported: ExportedPolicy, path: str | Path) -> Path:
+    """Compile ``exported`` ahead of time with AOTInductor into a ``.pt2`` package.
+
+    Needs a C++ compiler now (not when loading). Load with ``load_aoti(path)``.
+    """
+    _require_exported("to_aoti", exported)
+    _find_cxx()
+    path = Path(path)
+    try:
+        torch._inductor.aoti_compile_and_package(
+            exported.program,
+            package_path=str(path),
+            inductor_configs={"aot_inductor.metadata": {METADATA_KEY: json.dumps(exported.meta)}},
+        )
+    except Exception as e:
+        if any(type(x).__name__ in ("InvalidCxxCompiler", "CppCompileError") for x in _chain(e)):
+            raise RuntimeError(
+                f"to_aoti: the C++ compiler failed or was not found ({type(e).__name__}). "
+                "AOTInductor needs a working g++/clang++ at export time; ONNX export "
+                f"(to_onnx) needs none.\n{e}"
+            ) from e
+        raise
+    return path
+
+
+def load_aoti(path: str | Path) -> AotiPolicy:
+    """Load a package written by ``to_aoti``: a callable over torch tensors."""
+    compiled = torch._inductor.aoti_load_package(str(path))
+    meta = compiled.get_metadata()
+    if METADATA_KEY not in meta:
+        raise ValueError(f"load_aoti: {path} was not written by fxrl.export.to_aoti.")
+    return AotiPolicy(compiled, json.loads(meta[METADATA_KEY]))
+
+
+def _require_exported(name: str, exported: Any) -> None:
+    if not isinstance(exported, ExportedPolicy):
+        raise TypeError(
+            f"{name}: expected the result of fxrl.export.export(fn, params, *inputs), got "
+            f"{type(exported).__name__}."
+        )
