@@ -558,7 +558,9 @@ def export(
             _check_example(leaf_name or name, leaf)
             if leaf_name is not None:
                 input_names.append(leaf_name)
-                flat.append(leaf)
+                # A copy: examples sharing storage (LSTMCarry(zeros, zeros)) would be
+                # traced as one aliased input.
+                flat.append(leaf.clone())
         arg_specs.append({"name": name, "spec": _encode(value, names)})
     structured = [a["name"] for a in arg_specs if a["spec"]["kind"] != "leaf"]
     _check_unique("input", input_names, structured)
