@@ -364,11 +364,20 @@ class ExportedPolicy:
         return self.structure(self.module(*self.flat_inputs(args, kwargs)))
 
     def graph(self) -> str:
-        """The program as readable Python: one line per op, shapes and dtypes annotated."""
+        """The program as readable Python: one line per op, shapes and dtypes annotated.
+
+        (Without the dtype assertions that torch.export inserts after ``.to()`` calls.)
+        """
         text = self.program.graph_module.print_readable(print_output=False)
-        # Drop comment lines that point into this file's wrapper, not at the user's code.
+        # Left out: comments pointing into this file's wrapper rather than the user's code,
+        # and the dtype assertions torch.export adds after each .to() (no-ops when run).
         own = re.escape(__file__)
-        return "\n".join(ln for ln in text.splitlines() if not re.search(own, ln)).strip("\n")
+        keep = [
+            ln
+            for ln in text.splitlines()
+            if not re.search(own, ln) and "aten._assert_tensor_metadata" not in ln
+        ]
+        return "\n".join(keep).strip("\n")
 
     def __str__(self) -> str:
         return f"{self!r}\n{self.graph()}"
@@ -617,6 +626,9 @@ def export(
     sys.stdout.write(out.getvalue())
     sys.stderr.write(err.getvalue())
     _check_global_rng(program)
+    # Drop computations whose results are unused (q_value's value next to its action).
+    program.graph_module.graph.eliminate_dead_code()
+    program.graph_module.recompile()
     meta = {
         "version": 1,
         "function": _fn_name(fn),
