@@ -20,12 +20,10 @@ the eager one draws from the same key.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import difflib
 import inspect
 import io
 import json
-import keyword
 import logging
 import re
 import shutil
@@ -36,10 +34,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import optree
 import torch
 
-from fxrl import deploy, random, tree
+from fxrl import deploy, tree
+from fxrl._export_binding import (
+    Binding,
+    ExportError,
+    check_example,
+    check_unique,
+    dtype_name,
+    encode,
+    fn_name,
+    identifier,
+    leaf_names,
+    resolver,
+)
 from fxrl.deploy import BATCH, METADATA_KEY, OnnxPolicy, load_onnx
 
 __all__ = [
@@ -57,19 +66,6 @@ __all__ = [
 ]
 
 MODES = ("random", "mode", "mean")
-_DTYPES = (
-    torch.float16,
-    torch.float32,
-    torch.float64,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint8,
-    torch.bool,
-)
-
-
 _SHAPES_LOG = "torch.fx.experimental.symbolic_shapes"
 _ONNX_LOG = "torch.onnx"
 
@@ -84,236 +80,6 @@ def _quiet(name: str) -> Iterator[None]:
         yield
     finally:
         log.setLevel(level)
-
-
-class ExportError(ValueError):
-    """The function cannot be exported as written; the message says what to change."""
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-# ----------------------------------------------------------------------------- naming
-
-
-def _identifier(name: str) -> str:
-    name = re.sub(r"\W", "_", name)
-    return f"_{name}" if not name or name[0].isdigit() or keyword.iskeyword(name) else name
-
-
-def _leaf_names(prefix: str, value: Any, spread_dict: bool) -> list[str | None]:
-    """One name per leaf of ``value`` (None for None leaves, which stay constants)."""
-    names: list[str | None] = []
-    for path, leaf in tree.flatten_with_paths(value):
-        if leaf is None:
-            names.append(None)
-            continue
-        parts = [str(p) for p in path]
-        if not (spread_dict and isinstance(value, Mapping)) or not parts:
-            parts = [prefix, *parts]
-        names.append(_identifier("_".join(parts)))
-    return names
-
-
-def _check_unique(what: str, names: Sequence[str], extra: Sequence[str] = ()) -> None:
-    seen: dict[str, int] = {}
-    for n in [*names, *extra]:
-        seen[n] = seen.get(n, 0) + 1
-    dup = sorted(n for n, c in seen.items() if c > 1)
-    if dup:
-        raise ExportError(
-            f"export: {what} names collide: {dup}. Names join pytree paths with '_' "
-            "({'a_b': x} and {'a': {'b': y}} both give 'a_b'); rename a key or an argument."
-        )
-
-
-def _encode(value: Any, names: list[str | None]) -> dict[str, Any]:
-    """The JSON structure spec of ``value`` whose leaves are named ``names`` (in order)."""
-    it = iter(names)
-
-    def walk(spec: optree.PyTreeSpec) -> dict[str, Any]:
-        if spec.is_leaf():
-            name = next(it)
-            return {"kind": "none"} if name is None else {"kind": "leaf", "name": name}
-        kids = [walk(c) for c in spec.children()]
-        kind, typ = spec.kind, spec.type
-        if kind == optree.PyTreeKind.TUPLE:
-            return {"kind": "tuple", "children": kids}
-        if kind == optree.PyTreeKind.LIST:
-            return {"kind": "list", "children": kids}
-        if kind in (optree.PyTreeKind.DICT, optree.PyTreeKind.ORDEREDDICT):
-            keys = list(spec.entries())
-            if not all(isinstance(k, str | int) for k in keys):
-                raise ExportError(f"export: dict keys must be str or int, got {keys}.")
-            return {"kind": "dict", "keys": keys, "children": kids}
-        qual = f"{typ.__module__}.{typ.__qualname__}"
-        if kind == optree.PyTreeKind.NAMEDTUPLE:
-            return {
-                "kind": "namedtuple",
-                "type": qual,
-                "fields": list(typ._fields),
-                "children": kids,
-            }
-        if dataclasses.is_dataclass(typ):
-            fields = [str(e) for e in spec.entries()]
-            static = {
-                f.name: getattr(value_of[id(spec)], f.name)
-                for f in dataclasses.fields(typ)
-                if f.metadata.get("static", False)
-            }
-            try:
-                json.dumps(static)
-            except TypeError:
-                static = {}
-            return {
-                "kind": "dataclass",
-                "type": qual,
-                "fields": fields,
-                "static": static,
-                "children": kids,
-            }
-        raise ExportError(
-            f"export: cannot describe a {typ.__name__} node for deployment; use dicts, "
-            "lists, tuples, NamedTuples or fxrl.tree.dataclass types."
-        )
-
-    # dataclass static fields are read from the value itself
-    value_of: dict[int, Any] = {}
-    spec = tree.structure(value)
-    _index_nodes(spec, value, value_of)
-    return walk(spec)
-
-
-def _index_nodes(spec: optree.PyTreeSpec, value: Any, out: dict[int, Any]) -> None:
-    out[id(spec)] = value
-    if spec.is_leaf():
-        return
-    kids = optree.tree_flatten_one_level(value, none_is_leaf=True, namespace=tree.NAMESPACE)[0]
-    for c, v in zip(spec.children(), kids, strict=True):
-        _index_nodes(c, v, out)
-
-
-def _resolver(spec: dict[str, Any]) -> Callable[[list[Any]], Any] | None:
-    """Rebuild NamedTuples and dataclasses as their own types when already imported."""
-    module, _, name = spec["type"].rpartition(".")
-    typ: Any = sys.modules.get(module)
-    for part in name.split("."):
-        typ = getattr(typ, part, None)
-    if not isinstance(typ, type):
-        return None
-    if spec["kind"] == "namedtuple":
-        return lambda kids: typ(*kids)
-    return lambda kids: typ(**dict(zip(spec["fields"], kids, strict=True)), **spec["static"])
-
-
-# ----------------------------------------------------------------------------- binding
-
-
-class _Binding:
-    """How the flat program inputs map onto ``fn(params, *args, key=..., mode=...)``."""
-
-    def __init__(self, fn: Callable[..., Any], example_inputs: tuple[Any, ...], mode: str):
-        self.fn, self.mode = fn, mode
-        try:
-            sig = inspect.signature(fn)
-        except (TypeError, ValueError):
-            sig = None
-        params = list(sig.parameters.values()) if sig is not None else []
-        kinds = inspect.Parameter
-        positional = [
-            p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
-        ]
-        var_args = sig is None or any(p.kind == kinds.VAR_POSITIONAL for p in params)
-        var_kw = sig is not None and any(p.kind == kinds.VAR_KEYWORD for p in params)
-        by_name = {p.name: p for p in params}
-        if sig is not None and not positional and not var_args:
-            raise ExportError(
-                f"export: {_fn_name(fn)} takes no arguments; expected fn(params, ...)."
-            )
-        arg_params = positional[1:]
-        if len(example_inputs) > len(arg_params) and not var_args:
-            raise ExportError(
-                f"export: {_fn_name(fn)}{sig} takes {len(arg_params)} inputs after params; got "
-                f"{len(example_inputs)} example inputs."
-            )
-        names = [
-            arg_params[i].name if i < len(arg_params) else f"arg{i}"
-            for i in range(len(example_inputs))
-        ]
-        self.args: list[tuple[str, Any]] = list(zip(names, example_inputs, strict=True))
-        self.kwargs: dict[str, Any] = {}
-        if "mode" in by_name or var_kw:
-            self.kwargs["mode"] = mode
-        elif mode != "mode":
-            raise ExportError(
-                f"export(mode={mode!r}): {_fn_name(fn)}{sig} has no `mode` parameter, so the "
-                "mode cannot reach it. Add `mode: str = 'mode'` and draw actions with "
-                "fxrl.distributions.draw(dist, key, mode)."
-            )
-        key_param = by_name.get("key")
-        missing = [
-            p.name
-            for p in arg_params[len(names) :]
-            if p.default is inspect.Parameter.empty and p.name not in ("key", "mode")
-        ]
-        if missing:
-            raise ExportError(
-                f"export: missing example inputs for {missing} of {_fn_name(fn)}{sig} "
-                f"(got {len(names)}: {names}). Pass one example per argument after "
-                f"params: export(fn, params, {', '.join([*names, *missing])})."
-            )
-        # The key goes last, by position when `key` is the next parameter, else by keyword.
-        self.key_by_keyword = False
-        if mode == "random" and "key" not in names:
-            if key_param is None and not var_kw:
-                raise ExportError(
-                    f"export(mode='random'): {_fn_name(fn)}{sig} has no `key` parameter for "
-                    "the key input. Add one and draw with an explicit key: "
-                    "fxrl.distributions.draw(dist, key, mode) or fxrl.random.*."
-                )
-            self.args.append(("key", random.key(0)))
-            next_param = arg_params[len(names)] if len(arg_params) > len(names) else None
-            self.key_by_keyword = next_param is None or next_param.name != "key"
-        elif (
-            key_param is not None
-            and "key" not in names
-            and key_param.default is inspect.Parameter.empty
-        ):
-            self.kwargs["key"] = None  # deterministic modes draw nothing
-        self.names = [n for n, _ in self.args]
-
-    def call(self, params: Any, args: Sequence[Any]) -> Any:
-        args = list(args)
-        kwargs = dict(self.kwargs)
-        if self.key_by_keyword:
-            kwargs["key"] = args.pop()
-        return self.fn(params, *args, **kwargs)
-
-
-def _fn_name(fn: Callable[..., Any]) -> str:
-    return getattr(fn, "__name__", type(fn).__name__)
-
-
-def _check_example(name: str, x: Any) -> None:
-    if x is None:
-        return
-    if not isinstance(x, torch.Tensor):
-        hint = (
-            " (torch.as_tensor(x))"
-            if hasattr(x, "__array__") or isinstance(x, int | float | bool)
-            else ""
-        )
-        raise ExportError(
-            f"export: example input {name!r} is a {type(x).__name__}; inputs must be torch "
-            f"tensors{hint}. Constants belong in params or in the function."
-        )
-    if x.dtype not in _DTYPES:
-        raise ExportError(
-            f"export: input {name!r} has dtype {_dtype_name(x.dtype)}, which ONNX Runtime's "
-            f"numpy interface cannot carry; supported: {[_dtype_name(d) for d in _DTYPES]}. "
-            "Cast it (bfloat16 -> float32) inside or outside the function."
-        )
 
 
 # ----------------------------------------------------------------------------- export
@@ -358,7 +124,7 @@ class ExportedPolicy:
     def structure(self, flat_outputs: Sequence[Any]) -> Any:
         """The return value of the function, rebuilt from the flat outputs."""
         values = dict(zip(self.output_names, flat_outputs, strict=True))
-        return deploy.unflatten(self.meta["output_spec"], values, _resolver)
+        return deploy.unflatten(self.meta["output_spec"], values, resolver)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.structure(self.module(*self.flat_inputs(args, kwargs)))
@@ -413,7 +179,7 @@ def _params_module(params: Any) -> tuple[torch.nn.Module, Callable[[torch.nn.Mod
         if not isinstance(leaf, torch.Tensor):
             slots.append(None)
             continue
-        name = _identifier(name)
+        name = identifier(name)
         base, i = name, 1
         while hasattr(holder, name):  # "training", "forward"... or a duplicate path
             name, i = f"{base}_{i}", i + 1
@@ -429,7 +195,7 @@ def _params_module(params: Any) -> tuple[torch.nn.Module, Callable[[torch.nn.Mod
     return holder, rebuild
 
 
-def _wrapper(binding: _Binding, params: Any, input_names: list[str], arg_specs: list[Any]):
+def _wrapper(binding: Binding, params: Any, input_names: list[str], arg_specs: list[Any]):
     holder, rebuild = _params_module(params)
     arg_trees = [tree.structure(v) for _, v in binding.args]
     arg_sizes = [s.num_leaves for s in arg_trees]
@@ -551,10 +317,10 @@ def export(
         raise ValueError(f"export: unknown mode {mode!r}; expected one of {list(MODES)}.{hint}")
     if not callable(fn):
         raise TypeError(f"export: fn must be a function fn(params, *inputs), got {fn!r}.")
-    binding = _Binding(fn, tuple(example_inputs), mode)
+    binding = Binding(fn, tuple(example_inputs), mode)
     if not binding.args:
         raise ExportError(
-            f"export: no example inputs for {_fn_name(fn)}; pass one example per input "
+            f"export: no example inputs for {fn_name(fn)}; pass one example per input "
             "after params, e.g. export(policy, params, obs) with obs shaped as one "
             "observation (or a batch)."
         )
@@ -562,17 +328,17 @@ def export(
     # Names: leaf names per argument, checked unique (and against structured arg names).
     arg_specs, input_names, flat, inputs_meta = [], [], [], []
     for name, value in binding.args:
-        names = _leaf_names(name, value, spread_dict=True)
+        names = leaf_names(name, value, spread_dict=True)
         for leaf_name, leaf in zip(names, tree.leaves(value), strict=True):
-            _check_example(leaf_name or name, leaf)
+            check_example(leaf_name or name, leaf)
             if leaf_name is not None:
                 input_names.append(leaf_name)
                 # A copy: examples sharing storage (LSTMCarry(zeros, zeros)) would be
                 # traced as one aliased input.
                 flat.append(leaf.clone())
-        arg_specs.append({"name": name, "spec": _encode(value, names)})
+        arg_specs.append({"name": name, "spec": encode(value, names)})
     structured = [a["name"] for a in arg_specs if a["spec"]["kind"] != "leaf"]
-    _check_unique("input", input_names, structured)
+    check_unique("input", input_names, structured)
 
     dynamic_shapes = None
     if dynamic_batch:
@@ -581,14 +347,14 @@ def export(
         shape: list[Any] = list(x.shape)
         if dynamic_batch and n != "key":
             shape[0] = BATCH
-        inputs_meta.append({"name": n, "shape": shape, "dtype": _dtype_name(x.dtype)})
+        inputs_meta.append({"name": n, "shape": shape, "dtype": dtype_name(x.dtype)})
 
     module, rebuild, captured = _wrapper(binding, params, input_names, arg_specs)
     # Run eagerly first: errors in the function itself surface as they would anyway.
     eager_out = module(*flat)
-    out_names = _leaf_names("output", captured["out"], spread_dict=True)
-    _check_unique("output", [n for n in out_names if n is not None])
-    output_spec = _encode(captured["out"], out_names)
+    out_names = leaf_names("output", captured["out"], spread_dict=True)
+    check_unique("output", [n for n in out_names if n is not None])
+    output_spec = encode(captured["out"], out_names)
 
     anchor = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
     if anchor is not None:  # show the user's lines in the printed graph
@@ -605,7 +371,7 @@ def export(
         sys.stdout.write(out.getvalue())
         if _data_dependent(e):
             raise ExportError(
-                f"export: {_fn_name(fn)} branches in Python on a tensor's value at "
+                f"export: {fn_name(fn)} branches in Python on a tensor's value at "
                 f"{_user_frame(e)}. An exported program fixes its control flow when traced, "
                 "so `if`/`while`/`bool()`/`.item()` on data cannot be exported: compute both "
                 "branches and select with torch.where(cond, a, b) (fxrl.tree.where for "
@@ -617,7 +383,7 @@ def export(
             and ("Constraints violated" in str(e) or "specializ" in str(e))
         ):
             raise ExportError(
-                f"export(dynamic_batch=True): {_fn_name(fn)} fixes the batch size somewhere "
+                f"export(dynamic_batch=True): {fn_name(fn)} fixes the batch size somewhere "
                 "(a reshape to a literal size, int(x.shape[0]), a Python loop over the batch); "
                 f"use -1 or x.shape[0] instead. torch.export says:\n{e}"
             ) from e
@@ -631,7 +397,7 @@ def export(
     program.graph_module.recompile()
     meta = {
         "version": 1,
-        "function": _fn_name(fn),
+        "function": fn_name(fn),
         "mode": mode,
         "dynamic_batch": dynamic_batch,
         "inputs": inputs_meta,
@@ -646,7 +412,7 @@ def export(
     return exported
 
 
-def _eager_args(exported: ExportedPolicy, binding: _Binding, args: Any, kwargs: Any) -> list[Any]:
+def _eager_args(exported: ExportedPolicy, binding: Binding, args: Any, kwargs: Any) -> list[Any]:
     flat = exported.flat_inputs(args, kwargs)
     it = iter(flat)
     out = []

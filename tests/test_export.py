@@ -9,6 +9,7 @@ agreement on hypothesis-drawn inputs; the tests then check what is special to ea
 from __future__ import annotations
 
 import json
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -489,3 +490,26 @@ def test_to_onnx_and_load_onnx_round_trip_a_fresh_export(tmp_path):
     exported = export(policy, _params(), torch.ones(2, 3))
     path = to_onnx(exported, tmp_path / "tiny.onnx")
     assert float(load_onnx(str(path))(np.ones((2, 3), np.float32))[0]) == 3.0
+
+
+def test_the_pong_examples_export_then_play_with_numpy_onnxruntime_and_ale_only(tmp_path):
+    pytest.importorskip("ale_py")
+    path = tmp_path / "pong_policy.onnx"
+    argv = sys.argv
+    try:
+        sys.argv = ["export_pong_policy.py", str(path)]
+        runpy.run_path(str(ROOT / "examples" / "export_pong_policy.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+    script = ROOT / "examples" / "deploy_onnx_pong.py"
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['deploy_onnx_pong.py', {str(path)!r}, '--steps', '50']\n"
+        f"runpy.run_path({str(script)!r}, run_name='__main__')\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    assert "50 agent steps (200 frames)" in run.stdout
