@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import difflib
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -258,7 +259,10 @@ def read_metadata(model_metadata: Mapping[str, str], path: str) -> dict[str, Any
 
 
 def load_onnx(
-    path: str, *, threads: int | None = None, providers: Sequence[str] | None = None
+    path: str | os.PathLike[str],
+    *,
+    threads: int | None = None,
+    providers: Sequence[str] | None = None,
 ) -> OnnxPolicy:
     """Load a policy written by ``fxrl.export.to_onnx``.
 
