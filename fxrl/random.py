@@ -17,6 +17,7 @@ key at ``(0, 2)``.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -97,15 +98,16 @@ def _check_key(fn: str, key: torch.Tensor) -> None:
 
 
 def _shape(fn: str, shape: Shape) -> tuple[int, ...]:
-    if isinstance(shape, int):
+    # Symbolic sizes (torch.export with a dynamic batch) stay symbolic: int() would fix them.
+    if isinstance(shape, int | torch.SymInt):
         shape = (shape,)
     try:
-        out = tuple(int(s) for s in shape)
+        out = tuple(s if isinstance(s, torch.SymInt) else operator.index(s) for s in shape)
     except TypeError:
         raise TypeError(
             f"fxrl.random.{fn}: shape must be a tuple of ints, got {shape!r}."
         ) from None
-    if any(s < 0 for s in out):
+    if any(isinstance(s, int) and s < 0 for s in out):
         raise ValueError(f"fxrl.random.{fn}: shape {out} has a negative size.")
     return out
 
@@ -154,7 +156,16 @@ def fold_in(key: torch.Tensor, data: int | torch.Tensor) -> torch.Tensor:
 
 
 def _words(key: torch.Tensor, n: int) -> torch.Tensor:
-    """``n`` uint32 words (as int64) per key: ``[..., 2] -> [..., n]``."""
+    """``n`` uint32 words (as int64) per key: ``[..., 2] -> [..., n]``.
+
+    Word ``i`` is output lane ``i % 2`` of the block at counter ``(i // 2, 1)``.
+    """
+    if isinstance(n, torch.SymInt):
+        # A symbolic count: one block per word and keep its lane, rather than slicing an
+        # even number of words down to n (a bound torch.export cannot prove). Same bits.
+        i = torch.arange(n, dtype=torch.int64, device=key.device)
+        y0, y1 = threefry2x32(key[..., 0:1], key[..., 1:2], i // 2, torch.ones_like(i))
+        return torch.where(i % 2 == 0, y0, y1)
     blocks = (n + 1) // 2
     counter = torch.arange(blocks, dtype=torch.int64, device=key.device)
     y0, y1 = threefry2x32(key[..., 0:1], key[..., 1:2], counter, torch.ones_like(counter))

@@ -325,3 +325,25 @@ def test_onnx_runtime_draws_are_bit_identical_to_eager(exported_draw, tmp_path):
         outputs = session.run(None, {input_name: key.numpy()})
         got = {n: torch.from_numpy(np.asarray(o)) for n, o in zip(names, outputs, strict=True)}
         assert_trees_close(got, draw_everything(key), rtol=0, atol=0)
+
+
+class DrawPerRow(torch.nn.Module):
+    def forward(self, key: torch.Tensor, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        n = obs.shape[0]
+        return (
+            random.normal(key, obs.shape) + obs,
+            random.uniform(key, (n, 3), dtype=torch.float64),
+            random.randint(key, (n,), 0, 5),
+            random.categorical(key, obs),
+        )
+
+
+def test_draw_sizes_stay_symbolic_under_export_with_a_dynamic_batch():
+    batch = torch.export.Dim("batch", min=1)
+    exported = torch.export.export(
+        DrawPerRow(), (random.key(0), torch.zeros(4, 8)), dynamic_shapes=({}, {0: batch})
+    )
+    for n in (1, 4, 7):
+        obs = torch.linspace(-1, 1, n * 8).reshape(n, 8)
+        got = exported.module()(random.key(3), obs)
+        assert_trees_close(got, DrawPerRow()(random.key(3), obs), rtol=0, atol=0)
