@@ -515,12 +515,11 @@ def test_the_pong_examples_export_then_play_with_numpy_onnxruntime_and_ale_only(
     assert "50 agent steps (200 frames)" in run.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fxrl.random turns symbolic sizes into ints (random._shape) and slices words with "
-    "a guard torch.export cannot prove, so a draw of [batch, ...] fixes the batch size",
-)
-def test_dynamic_batch_with_random_draws():
-    export(
-        sac_policy, ACTOR.init(random.key(0)), torch.ones(4, 8), dynamic_batch=True, mode="random"
-    )
+def test_dynamic_batch_with_random_draws_serves_every_batch_with_the_eager_actions():
+    params = ACTOR.init(random.key(0))
+    exported = export(sac_policy, params, torch.ones(4, 8), dynamic_batch=True, mode="random")
+    for b in (2, 5, 64):
+        obs = random.normal(random.key(b), (b, 8))
+        key = random.key(100 + b)
+        expected = sac_policy(params, obs, key, mode="random")
+        assert_trees_close(exported(obs, key), expected, rtol=1e-5, atol=1e-6)
