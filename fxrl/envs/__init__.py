@@ -1,0 +1,64 @@
+"""Pure environments: ``env.reset(key) -> (state, timestep)``, ``env.step(state, action)``.
+
+    env = fxrl.envs.make("CartPole-v1")          # time limit, auto-reset, episode stats
+    state, ts = env.reset(fxrl.random.key(0))
+    state, ts = env.step(state, torch.tensor(1))
+    envs = fxrl.envs.batch(env, 4096)            # torch.func.vmap over envs
+
+Built in: CartPole-v1, Pendulum-v1, MountainCar-v0, MountainCarContinuous-v0, Acrobot-v1,
+each checked against gymnasium. Wrappers: auto_reset, time_limit, batch, transform,
+episode_stats, checked.
+"""
+
+from fxrl.envs.acrobot import Acrobot
+from fxrl.envs.atari import atari
+from fxrl.envs.cartpole import CartPole
+from fxrl.envs.continuous_mountain_car import ContinuousMountainCar
+from fxrl.envs.core import Env, TimeStep, Wrapper, WrapperState, params_as_tensors
+from fxrl.envs.host import HostEnv, HostState, gym
+from fxrl.envs.mountain_car import MountainCar
+from fxrl.envs.pendulum import Pendulum
+from fxrl.envs.registry import make, registered
+from fxrl.envs.wrappers import (
+    AutoReset,
+    Batch,
+    Checked,
+    TimeLimit,
+    TransformEnv,
+    auto_reset,
+    batch,
+    checked,
+    episode_stats,
+    time_limit,
+    transform,
+)
+
+__all__ = [
+    "Acrobot",
+    "AutoReset",
+    "Batch",
+    "CartPole",
+    "Checked",
+    "ContinuousMountainCar",
+    "Env",
+    "HostEnv",
+    "HostState",
+    "MountainCar",
+    "Pendulum",
+    "TimeLimit",
+    "TimeStep",
+    "TransformEnv",
+    "Wrapper",
+    "WrapperState",
+    "atari",
+    "auto_reset",
+    "batch",
+    "checked",
+    "episode_stats",
+    "gym",
+    "make",
+    "params_as_tensors",
+    "registered",
+    "time_limit",
+    "transform",
+]

@@ -1,0 +1,162 @@
+"""Acrobot-v1 in pure torch: gymnasium's ``envs/classic_control/acrobot.py``.
+
+Two links, torque (-1, 0, +1) on the joint between them; swing the tip above the bar
+(``-cos(theta1) - cos(theta1 + theta2) > 1``: terminated, reward 0; else reward -1).
+One step integrates the "book" dynamics (Sutton & Barto 1998) over dt = 0.2 s with a
+single classic Runge-Kutta 4 step, as gymnasium's ``rk4`` does, then wraps the angles
+into [-pi, pi] and clips the velocities. The 500-step time limit is a wrapper added by
+``fxrl.envs.make``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from fxrl import specs, tree
+from fxrl.envs.core import Env, TimeStep, params_as_tensors
+from fxrl.envs.noise import uniforms
+
+__all__ = ["Acrobot", "AcrobotParams", "AcrobotState"]
+
+
+@tree.dataclass
+class AcrobotParams:
+    dt: Any = 0.2
+    link_length_1: Any = 1.0
+    link_mass_1: Any = 1.0
+    link_mass_2: Any = 1.0
+    link_com_pos_1: Any = 0.5
+    link_com_pos_2: Any = 0.5
+    link_moi: Any = 1.0
+    max_vel_1: Any = 4 * math.pi
+    max_vel_2: Any = 9 * math.pi
+    gravity: Any = 9.8
+
+
+@tree.dataclass
+class AcrobotState:
+    theta1: Tensor  # [] rad, 0 is hanging down
+    theta2: Tensor  # [] rad, relative to link 1
+    dtheta1: Tensor  # []
+    dtheta2: Tensor  # []
+    t: Tensor  # [] int64
+    key: Tensor  # [2] int64
+    params: AcrobotParams
+
+
+Vec = tuple[Tensor, Tensor, Tensor, Tensor]
+
+
+def _derivatives(p: AcrobotParams, s: Vec, torque: Tensor) -> Vec:
+    """d/dt of (theta1, theta2, dtheta1, dtheta2) under the "book" equations."""
+    theta1, theta2, dtheta1, dtheta2 = s
+    m1, m2, l1 = p.link_mass_1, p.link_mass_2, p.link_length_1
+    lc1, lc2, i1, i2, g = p.link_com_pos_1, p.link_com_pos_2, p.link_moi, p.link_moi, p.gravity
+    cos2, sin2 = torch.cos(theta2), torch.sin(theta2)
+    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos2) + i1 + i2
+    d2 = m2 * (lc2**2 + l1 * lc2 * cos2) + i2
+    phi2 = m2 * lc2 * g * torch.cos(theta1 + theta2 - math.pi / 2.0)
+    phi1 = (
+        -m2 * l1 * lc2 * dtheta2**2 * sin2
+        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2
+        + (m1 * lc1 + m2 * l1) * g * torch.cos(theta1 - math.pi / 2)
+        + phi2
+    )
+    ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin2 - phi2) / (
+        m2 * lc2**2 + i2 - d2**2 / d1
+    )
+    ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
+    return dtheta1, dtheta2, ddtheta1, ddtheta2
+
+
+def _rk4(p: AcrobotParams, s: Vec, torque: Tensor) -> Vec:
+    """One classic RK4 step of length dt (the torque is held constant)."""
+    dt = p.dt
+    half = dt / 2.0
+
+    def shifted(k: Vec, h: Tensor) -> Vec:
+        return tuple(y + h * dy for y, dy in zip(s, k, strict=True))  # type: ignore[return-value]
+
+    k1 = _derivatives(p, s, torque)
+    k2 = _derivatives(p, shifted(k1, half), torque)
+    k3 = _derivatives(p, shifted(k2, half), torque)
+    k4 = _derivatives(p, shifted(k3, dt), torque)
+    return tuple(  # type: ignore[return-value]
+        y + dt / 6.0 * (a + 2 * b + 2 * c + d)
+        for y, a, b, c, d in zip(s, k1, k2, k3, k4, strict=True)
+    )
+
+
+def wrap(x: Tensor, low: float, high: float) -> Tensor:
+    """Shift ``x`` by whole periods into [low, high] (gymnasium subtracts one period at a
+    time; for the one shift a step ever needs, the arithmetic is the same)."""
+    period = high - low
+    above = torch.clamp(torch.ceil((x - high) / period), min=0)
+    below = torch.clamp(torch.ceil((low - x) / period), min=0)
+    return x - above * period + below * period
+
+
+def _terminated(s: AcrobotState) -> Tensor:
+    return -torch.cos(s.theta1) - torch.cos(s.theta2 + s.theta1) > 1.0
+
+
+class Acrobot(Env):
+    """Acrobot-v1: observation [cos t1, sin t1, cos t2, sin t2, dt1, dt2], Discrete(3).
+
+    Actions outside 0..2 are clipped into range (gymnasium would raise).
+    """
+
+    def __init__(self, dtype: torch.dtype = torch.float32) -> None:
+        self.dtype = dtype
+        p = AcrobotParams()
+        high = [1.0, 1.0, 1.0, 1.0, p.max_vel_1, p.max_vel_2]
+        self.observation_spec = specs.Box([-h for h in high], high, dtype=dtype)
+        self.action_spec = specs.Discrete(3)
+        self.default_params = p
+
+    def reset(
+        self, key: Tensor, params: AcrobotParams | None = None
+    ) -> tuple[AcrobotState, TimeStep]:
+        """All four uniform in [-0.1, 0.1), rounded to float32 as gymnasium stores them."""
+        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        u = [x.to(self.dtype) for x in uniforms(key, 4, -0.1, 0.1, torch.float32)]
+        t = torch.zeros_like(key[..., 0])
+        state = AcrobotState(*u, t, key, params)
+        flag = torch.zeros_like(t, dtype=torch.bool)
+        return state, TimeStep(self.observe(state), torch.zeros_like(state.theta1), flag, flag, {})
+
+    def step(self, state: AcrobotState, action: Tensor) -> tuple[AcrobotState, TimeStep]:
+        p = state.params
+        torque = (torch.clamp(action, 0, 2) - 1).to(self.dtype)
+        s = (state.theta1, state.theta2, state.dtheta1, state.dtheta2)
+        theta1, theta2, dtheta1, dtheta2 = _rk4(p, s, torque)
+        moved = state.replace(
+            theta1=wrap(theta1, -math.pi, math.pi),
+            theta2=wrap(theta2, -math.pi, math.pi),
+            dtheta1=torch.clamp(dtheta1, -p.max_vel_1, p.max_vel_1),
+            dtheta2=torch.clamp(dtheta2, -p.max_vel_2, p.max_vel_2),
+            t=state.t + 1,
+        )
+        terminated = _terminated(moved)
+        reward = torch.where(terminated, 0.0, -1.0).to(self.dtype)
+        return moved, TimeStep(
+            self.observe(moved), reward, terminated, torch.zeros_like(terminated), {}
+        )
+
+    def observe(self, state: AcrobotState) -> Tensor:
+        s = state
+        return torch.stack(
+            [
+                torch.cos(s.theta1),
+                torch.sin(s.theta1),
+                torch.cos(s.theta2),
+                torch.sin(s.theta2),
+                s.dtheta1,
+                s.dtheta2,
+            ],
+            dim=-1,
+        )

@@ -1,0 +1,98 @@
+"""MountainCar-v0 in pure torch: gymnasium's ``envs/classic_control/mountain_car.py``.
+
+Drive an underpowered car up the right hill: accelerate left (0), coast (1) or right (2).
+Reward -1 per step; terminated when ``position >= 0.5`` and ``velocity >= 0``. The
+200-step time limit is a wrapper added by ``fxrl.envs.make``. Moore (1990).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from fxrl import specs, tree
+from fxrl.envs.core import Env, TimeStep, params_as_tensors
+from fxrl.envs.noise import uniforms
+
+__all__ = ["MountainCar", "MountainCarParams", "MountainCarState"]
+
+
+@tree.dataclass
+class MountainCarParams:
+    min_position: Any = -1.2
+    max_position: Any = 0.6
+    max_speed: Any = 0.07
+    goal_position: Any = 0.5
+    goal_velocity: Any = 0.0
+    force: Any = 0.001
+    gravity: Any = 0.0025
+
+
+@tree.dataclass
+class MountainCarState:
+    position: Tensor  # []
+    velocity: Tensor  # []
+    t: Tensor  # [] int64
+    key: Tensor  # [2] int64
+    params: MountainCarParams
+
+
+def _move(s: MountainCarState, push: Tensor) -> tuple[Tensor, Tensor]:
+    """Velocity then position, each clipped; the car stops dead at the left wall."""
+    p = s.params
+    velocity = s.velocity + (push + torch.cos(3 * s.position) * (-p.gravity))
+    velocity = torch.clamp(velocity, -p.max_speed, p.max_speed)
+    position = torch.clamp(s.position + velocity, p.min_position, p.max_position)
+    stopped = (position == p.min_position) & (velocity < 0)
+    return position, torch.where(stopped, torch.zeros_like(velocity), velocity)
+
+
+def reset_position(key: Tensor, dtype: torch.dtype) -> Tensor:
+    """Start position uniform in [-0.6, -0.4), velocity 0 (both MountainCar envs)."""
+    return uniforms(key, 1, -0.6, -0.4, dtype)[0]
+
+
+class MountainCar(Env):
+    """MountainCar-v0: observation [position, velocity], action Discrete(3).
+
+    Actions outside 0..2 are clipped into range (gymnasium asserts instead; use
+    ``fxrl.envs.checked`` to get an error).
+    """
+
+    def __init__(self, dtype: torch.dtype = torch.float32) -> None:
+        self.dtype = dtype
+        p = MountainCarParams()
+        self.observation_spec = specs.Box(
+            [p.min_position, -p.max_speed], [p.max_position, p.max_speed], dtype=dtype
+        )
+        self.action_spec = specs.Discrete(3)
+        self.default_params = p
+
+    def reset(
+        self, key: Tensor, params: MountainCarParams | None = None
+    ) -> tuple[MountainCarState, TimeStep]:
+        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        position = reset_position(key, self.dtype)
+        t = torch.zeros_like(key[..., 0])
+        state = MountainCarState(position, torch.zeros_like(position), t, key, params)
+        flag = torch.zeros_like(t, dtype=torch.bool)
+        return state, TimeStep(self.observe(state), torch.zeros_like(position), flag, flag, {})
+
+    def step(self, state: MountainCarState, action: Tensor) -> tuple[MountainCarState, TimeStep]:
+        p = state.params
+        push = (torch.clamp(action, 0, 2) - 1).to(self.dtype) * p.force
+        position, velocity = _move(state, push)
+        moved = state.replace(position=position, velocity=velocity, t=state.t + 1)
+        terminated = (position >= p.goal_position) & (velocity >= p.goal_velocity)
+        return moved, TimeStep(
+            self.observe(moved),
+            -torch.ones_like(position),
+            terminated,
+            torch.zeros_like(terminated),
+            {},
+        )
+
+    def observe(self, state: MountainCarState) -> Tensor:
+        return torch.stack([state.position, state.velocity], dim=-1)
