@@ -1,0 +1,146 @@
+"""fxrl.collector: batches of transitions from pure and host envs."""
+
+import pytest
+import torch
+
+from fxrl import envs, random, specs, tree
+from fxrl.collector import collector
+
+
+def _random_policy(params, obs, key):
+    return random.randint(key, obs.shape[:-1], 0, 2)
+
+
+def _constant_policy(params, obs, key):
+    return torch.full(obs.shape[:-1], int(params), dtype=torch.int64)
+
+
+def _per_env(batch, n):
+    """[frames, ...] -> [n, T, ...]: frame t * n + i is step t of env i."""
+    return tree.map(lambda x: x.reshape(-1, n, *x.shape[1:]).movedim(0, 1), batch)
+
+
+def test_frame_counts_and_the_number_of_batches():
+    env = envs.gym("CartPole-v1", num_envs=4)
+    c = collector(env, _random_policy, None, random.key(0), frames_per_batch=48, total_frames=100)
+    out = list(c)
+    assert len(out) == 3  # ceil(100 / 48) whole batches
+    for i, (batch, stats) in enumerate(out):
+        assert batch["obs"].shape == (48, 4) and batch["action"].shape == (48,)
+        assert batch["reward"].shape == batch["terminated"].shape == batch["traj_id"].shape == (48,)
+        assert stats["frames"] == 48 * (i + 1)
+    steps, _ = next(iter(collector(env, _random_policy, None, random.key(0), 48, flat=False)))
+    assert steps["obs"].shape == (12, 4, 4)
+
+
+def test_trajectory_ids_change_exactly_after_episode_ends_and_are_never_reused():
+    n = 4
+    env = envs.batch(envs.make("CartPole-v1"), n)
+    c = collector(env, _random_policy, None, random.key(1), frames_per_batch=n * 40)
+    batches = [next(c)[0] for _ in range(2)]
+    per_env = _per_env(tree.concat(batches), n)
+    done = per_env["terminated"] | per_env["truncated"]
+    ids = per_env["traj_id"]
+    assert torch.equal(ids[:, 0], torch.arange(n))
+    assert torch.equal(ids[:, 1:] != ids[:, :-1], done[:, :-1])
+    assert done.any()
+    spans = {}
+    for i in range(n):
+        for j in ids[i].tolist():
+            spans.setdefault(j, set()).add(i)
+    assert all(len(envs_) == 1 for envs_ in spans.values())  # one env per trajectory
+    assert sorted(spans) == list(range(len(spans)))  # ids 0, 1, 2, ... in order of birth
+
+
+def test_auto_reset_boundaries_next_obs_is_final_and_obs_starts_the_next_episode():
+    env = envs.gym("CartPole-v1", num_envs=2)
+    batch, _ = next(collector(env, _random_policy, None, random.key(2), frames_per_batch=200))
+    b = _per_env(batch, 2)
+    done = (b["terminated"] | b["truncated"])[:, :-1]
+    follows = b["obs"][:, 1:]
+    prev_next = b["next_obs"][:, :-1]
+    assert torch.equal(follows[~done], prev_next[~done])  # inside an episode: continuous
+    assert done.sum() >= 2
+    final, first = prev_next[done], follows[done]
+    assert ((final[:, 0].abs() > 2.4) | (final[:, 2].abs() > 0.2094)).all()  # terminal states
+    assert (first.abs() <= 0.05).all()  # gymnasium's reset draws from U(-0.05, 0.05)
+
+
+def test_init_random_frames_act_with_random_actions_from_the_spec():
+    env = envs.gym("Pendulum-v1")
+    calls = []
+
+    def policy(params, obs, key):
+        calls.append(1)
+        return torch.zeros(1)
+
+    c = collector(env, policy, None, random.key(3), frames_per_batch=50, init_random_frames=60)
+    (b0, s0), (b1, s1), (b2, s2) = next(c), next(c), next(c)
+    assert s0["random"] and s1["random"] and not s2["random"]  # batches starting before 60
+    assert len(calls) == 50
+    for b in (b0, b1):
+        assert bool(env.action_spec.contains(b["action"])) and b["action"].shape == (50, 1)
+        assert b["action"].abs().min() > 0 and b["action"].std() > 0.5
+    assert torch.equal(b2["action"], torch.zeros(50, 1))
+
+
+def test_params_are_replaced_between_batches_by_update_send_or_a_provider():
+    env = envs.gym("CartPole-v1")
+    c = collector(env, _constant_policy, 0, random.key(4), frames_per_batch=16)
+    assert (next(c)[0]["action"] == 0).all()
+    c.update(1)
+    assert (next(c)[0]["action"] == 1).all()
+    assert (c.send(0)[0]["action"] == 0).all()
+    current = {"params": 1}
+    c = collector(env, _constant_policy, lambda: current["params"], random.key(4), 16)
+    assert (next(c)[0]["action"] == 1).all()
+    current["params"] = 0
+    assert (next(c)[0]["action"] == 0).all()
+
+
+def test_policy_extras_and_episode_statistics():
+    env = envs.batch(envs.make("CartPole-v1"), 2)
+
+    def policy(params, obs, key):
+        logits = torch.zeros(*obs.shape[:-1], 2)
+        action = random.categorical(key, logits)
+        return action, {"log_prob": logits.log_softmax(-1)[..., 0], "value": obs.sum(-1)}
+
+    batch, stats = next(collector(env, policy, None, random.key(5), frames_per_batch=120))
+    assert batch["extras"]["log_prob"].shape == (120,) and batch["extras"]["value"].shape == (120,)
+    done = batch["terminated"] | batch["truncated"]
+    assert len(stats["episode_return"]) == int(done.sum()) >= 2
+    # The first batch holds whole episodes: stats are their sums, in frame order.
+    ids = batch["traj_id"]
+    ended = ids[done].tolist()
+    assert stats["episode_length"].tolist() == [int((ids == j).sum()) for j in ended]
+    returns = [float(batch["reward"][ids == j].sum()) for j in ended]
+    assert stats["episode_return"].tolist() == returns
+
+
+def test_the_same_key_gives_the_same_batches_for_pure_envs():
+    env = envs.batch(envs.make("CartPole-v1"), 3)
+    a = next(collector(env, _random_policy, None, random.key(6), 30))[0]
+    b = next(collector(env, _random_policy, None, random.key(6), 30))[0]
+    assert all(torch.equal(x, y) for x, y in zip(tree.leaves(a), tree.leaves(b), strict=True))
+
+
+def test_async_host_envs_collect_the_same_batches_as_sync_ones():
+    out = []
+    for asynchronous in (False, True):
+        with envs.gym("CartPole-v1", num_envs=2, asynchronous=asynchronous) as env:
+            out.append(next(collector(env, _random_policy, None, random.key(7), 60))[0])
+    assert all(torch.equal(x, y) for x, y in zip(*map(tree.leaves, out), strict=True))
+
+
+def test_collector_rejects_uneven_batches_and_envs_that_do_not_reset():
+    with pytest.raises(
+        ValueError,
+        match=r"frames_per_batch=50 is not a multiple of the 4 envs.*Use frames_per_batch=52",
+    ):
+        collector(envs.gym("CartPole-v1", num_envs=4), _random_policy, None, random.key(0), 50)
+    with pytest.raises(ValueError, match=r"fxrl.envs.auto_reset\(env\)"):
+        collector(
+            envs.make("CartPole-v1", auto_reset=False), _random_policy, None, random.key(0), 10
+        )
+    assert isinstance(envs.gym("CartPole-v1").action_spec, specs.Discrete)
