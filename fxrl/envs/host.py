@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch._C._functorch import peek_interpreter_stack
+from torch._subclasses.fake_tensor import FakeTensor
 
 from fxrl import random, specs, tree
 from fxrl.envs.core import Env, TimeStep
@@ -222,7 +223,7 @@ class HostEnv(Env):
     @_not_compiled
     def step(self, state: HostState, action: Any) -> tuple[HostState, TimeStep]:
         """Advance the env by one step. ``state`` must be the latest handle of this env."""
-        self._check_eager("step", *tree.leaves(action))
+        self._check_eager("step", *(action,) if isinstance(action, Tensor) else tree.leaves(action))
         if state is not self._latest or state is None:
             self._stale(state)
         raw = _numpy(action, self._discrete)
@@ -265,11 +266,12 @@ class HostEnv(Env):
         env = self.gymnasium_env
         obs, reward, terminated, truncated, info = env.step(raw)
         obs = self._obs(obs)
+        # scalar_tensor: a third of torch.tensor's cost, which shows next to CartPole
         ts = TimeStep(
             obs,
-            torch.tensor(float(reward), dtype=self.dtype),
-            torch.tensor(bool(terminated)),
-            torch.tensor(bool(truncated)),
+            torch.scalar_tensor(float(reward), dtype=self.dtype),
+            torch.scalar_tensor(bool(terminated), dtype=torch.bool),
+            torch.scalar_tensor(bool(truncated), dtype=torch.bool),
             {},
         )
         next_obs = obs
@@ -304,15 +306,21 @@ class HostEnv(Env):
 
     def _obs(self, obs: Any) -> Any:
         obs = _tensor(obs)
-        if self.dtype is torch.float32:
-            return tree.map(lambda x: x.to(self.dtype) if x.dtype == torch.float64 else x, obs)
-        return tree.map(lambda x: x.to(self.dtype) if x.dtype.is_floating_point else x, obs)
+        if isinstance(obs, Tensor):
+            return self._cast(obs)
+        return tree.map(self._cast, obs)
+
+    def _cast(self, x: Tensor) -> Tensor:
+        return x.to(self.dtype) if x.dtype.is_floating_point and x.dtype != self.dtype else x
 
     def _info(self, info: dict[str, Any], next_obs: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"next_obs": next_obs} if self._auto_reset else {}
         for k in self.info_keys:
             value = info.get(k, 0)
-            out[k] = torch.as_tensor(np.asarray(value, dtype=np.int64))
+            if self.num_envs is None:
+                out[k] = torch.scalar_tensor(int(value), dtype=torch.int64)
+            else:
+                out[k] = torch.from_numpy(np.asarray(value, dtype=np.int64))
         return out
 
     def _stale(self, state: Any) -> None:
@@ -336,9 +344,7 @@ class HostEnv(Env):
         interpreter = peek_interpreter_stack()
         if interpreter is not None:
             self._raise_transform(interpreter, tensors)
-        if torch.compiler.is_exporting() or any(
-            isinstance(x, torch._subclasses.fake_tensor.FakeTensor) for x in tensors
-        ):
+        if torch.compiler.is_exporting() or any(isinstance(x, FakeTensor) for x in tensors):
             alt = self.alternative and f"; to export env steps, use a pure env: {self.alternative}"
             raise TypeError(
                 f"cannot export {self.name}.{method}: host envs run outside torch, so "

@@ -1,0 +1,202 @@
+"""What fxrl's host-env wrapping costs: Pong and CartPole through fxrl against raw peers.
+
+Prints JSON lines, each comparing rates measured in the same run, with repeats
+interleaved (best of each kept) so that machine noise hits every contender alike:
+
+- ``pong``: random-policy steps/s and frames/s (4 emulator frames per step) of
+  ``fxrl.envs.atari("Pong")``, of gymnasium's ``ALE/Pong-v5`` and of a bare
+  ``ale_py.ALEInterface`` loop doing the same work (frameskip 4, sticky actions 0.25, an
+  RGB screen per step), plus ``fxrl.collector`` on the fxrl env. The actions are drawn
+  once before timing, so every contender steps the same sequence and only env stepping
+  is timed; ``fxrl_overhead_vs_gymnasium`` is ``1 - fxrl rate / gymnasium rate``.
+- ``cartpole``: single-env steps/s, ``fxrl.envs.gym("CartPole-v1")`` against gymnasium.
+- ``pong_vector`` (not with ``--quick``): two Pong games, SyncVectorEnv against
+  AsyncVectorEnv (one process each) through fxrl: with two cores, async should approach 2x.
+
+Usage: ``python bench/host_env_overhead.py [--threads 1] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+
+import torch
+
+from fxrl import envs, random
+from fxrl.collector import collector
+from fxrl.envs.host import seeds_from_key
+
+
+def best_rate(runs: dict[str, Callable[[], int]], repeats: int) -> dict[str, float]:
+    """Steps per second of each run (it returns its step count), best of ``repeats``,
+    the contenders interleaved within each repeat."""
+    best = dict.fromkeys(runs, 0.0)
+    for _ in range(repeats):
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            n = run()
+            best[name] = max(best[name], n / (time.perf_counter() - t0))
+    return best
+
+
+def pong_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
+    import ale_py
+    import ale_py.roms
+    import gymnasium
+
+    gymnasium.register_envs(ale_py)
+    seed = seeds_from_key(key)
+    fx = envs.atari("Pong")
+    actions = fx.action_spec.sample(random.fold_in(key, 1), (steps,))
+    ints = actions.tolist()
+    tensors = list(actions.unbind(0))
+
+    def fxrl_env() -> int:
+        state, _ = fx.reset(key)
+        for a in tensors:
+            state, _ = fx.step(state, a)
+        return steps
+
+    gym_env = gymnasium.make("ALE/Pong-v5")
+
+    def gymnasium_env() -> int:
+        gym_env.reset(seed=seed)
+        for a in ints:
+            _, _, terminated, truncated, _ = gym_env.step(a)
+            if terminated or truncated:
+                gym_env.reset()
+        return steps
+
+    ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale.setFloat("repeat_action_probability", 0.25)
+    ale.setInt("max_num_frames_per_episode", 108_000)
+    rom = ale_py.roms.get_rom_path("pong")
+    ale.loadROM(rom)
+    action_set = ale.getMinimalActionSet()
+
+    def ale_interface() -> int:
+        ale.setInt("random_seed", seed % 2**31)  # a seeded reset reloads, as gymnasium's
+        ale.loadROM(rom)
+        ale.reset_game()
+        for a in ints:
+            act = action_set[a]
+            for _ in range(4):
+                ale.act(act)
+            ale.getScreenRGB()
+            if ale.game_over():
+                ale.reset_game()
+        return steps
+
+    def fxrl_collector() -> int:
+        # Random actions for every frame: the policy costs nothing, the collector's
+        # bookkeeping (stacking a batch, trajectory ids, episode stats) is counted.
+        c = collector(fx, None, None, key, steps, total_frames=steps, init_random_frames=steps)
+        for _ in c:
+            pass
+        return steps
+
+    return {
+        "fxrl": fxrl_env,
+        "gymnasium": gymnasium_env,
+        "ale_py": ale_interface,
+        "fxrl_collector": fxrl_collector,
+    }
+
+
+def cartpole_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
+    import gymnasium
+
+    fx = envs.gym("CartPole-v1")
+    actions = fx.action_spec.sample(random.fold_in(key, 2), (steps,))
+    ints, tensors = actions.tolist(), list(actions.unbind(0))
+    raw = gymnasium.make("CartPole-v1")
+
+    def fxrl_env() -> int:
+        state, _ = fx.reset(key)
+        for a in tensors:
+            state, _ = fx.step(state, a)
+        return steps
+
+    def gymnasium_env() -> int:
+        raw.reset(seed=seeds_from_key(key))
+        for a in ints:
+            _, _, terminated, truncated, _ = raw.step(a)
+            if terminated or truncated:
+                raw.reset()
+        return steps
+
+    return {"fxrl": fxrl_env, "gymnasium": gymnasium_env}
+
+
+def vector_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
+    runs = {}
+    for name, asynchronous in (("sync", False), ("async", True)):
+        env = envs.atari("Pong", num_envs=2, asynchronous=asynchronous)
+        actions = list(env.action_spec.sample(random.fold_in(key, 3), (steps, 2)).unbind(0))
+
+        def run(env: envs.HostEnv = env, actions: list[torch.Tensor] = actions) -> int:
+            state, _ = env.reset(key)
+            for a in actions:
+                state, _ = env.step(state, a)
+            return 2 * steps
+
+        runs[name] = run
+    return runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (set and printed)")
+    parser.add_argument("--quick", action="store_true", help="short runs, a smoke test")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+    repeats = 2 if args.quick else 5
+    key = random.key(0)
+
+    steps = 300 if args.quick else 3000
+    pong = best_rate(pong_runs(steps, key), repeats)
+    row = {"bench": "host_env_overhead", "env": "pong", "threads": threads, "steps": steps}
+    row.update({f"{k}_steps_per_s": round(v) for k, v in pong.items()})
+    row.update({f"{k}_frames_per_s": round(4 * v) for k, v in pong.items()})
+    row["ratio_fxrl_to_gymnasium"] = round(pong["fxrl"] / pong["gymnasium"], 3)
+    row["ratio_fxrl_to_ale_py"] = round(pong["fxrl"] / pong["ale_py"], 3)
+    row["ratio_collector_to_gymnasium"] = round(pong["fxrl_collector"] / pong["gymnasium"], 3)
+    row["fxrl_overhead_vs_gymnasium"] = round(1 - pong["fxrl"] / pong["gymnasium"], 3)
+    print(json.dumps(row), flush=True)
+
+    steps = 2000 if args.quick else 20000
+    cart = best_rate(cartpole_runs(steps, key), repeats)
+    row = {
+        "bench": "host_env_overhead",
+        "env": "cartpole",
+        "threads": threads,
+        "steps": steps,
+        "fxrl_steps_per_s": round(cart["fxrl"]),
+        "gymnasium_steps_per_s": round(cart["gymnasium"]),
+        "ratio_fxrl_to_gymnasium": round(cart["fxrl"] / cart["gymnasium"], 3),
+        "fxrl_us_per_step_added": round(1e6 / cart["fxrl"] - 1e6 / cart["gymnasium"], 2),
+    }
+    print(json.dumps(row), flush=True)
+
+    if not args.quick:
+        steps = 1000
+        vec = best_rate(vector_runs(steps, key), 3)
+        row = {
+            "bench": "host_env_overhead",
+            "env": "pong_vector",
+            "num_envs": 2,
+            "threads": threads,
+            "sync_frames_per_s": round(4 * vec["sync"]),
+            "async_frames_per_s": round(4 * vec["async"]),
+            "ratio_async_to_sync": round(vec["async"] / vec["sync"], 3),
+        }
+        print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
