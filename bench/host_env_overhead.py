@@ -29,20 +29,21 @@ from fxrl import envs, random
 from fxrl.collector import collector
 from fxrl.envs.host import seeds_from_key
 
+Run = Callable[[], tuple[int, float]]  # -> (steps, seconds): resets are not timed
 
-def best_rate(runs: dict[str, Callable[[], int]], repeats: int) -> dict[str, float]:
-    """Steps per second of each run (it returns its step count), best of ``repeats``,
-    the contenders interleaved within each repeat."""
+
+def best_rate(runs: dict[str, Run], repeats: int) -> dict[str, float]:
+    """Steps per second of each run, best of ``repeats``, the contenders interleaved
+    within each repeat."""
     best = dict.fromkeys(runs, 0.0)
     for _ in range(repeats):
         for name, run in runs.items():
-            t0 = time.perf_counter()
-            n = run()
-            best[name] = max(best[name], n / (time.perf_counter() - t0))
+            n, seconds = run()
+            best[name] = max(best[name], n / seconds)
     return best
 
 
-def pong_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
+def pong_runs(steps: int, key: torch.Tensor) -> dict[str, Run]:
     import ale_py
     import ale_py.roms
     import gymnasium
@@ -54,21 +55,23 @@ def pong_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
     ints = actions.tolist()
     tensors = list(actions.unbind(0))
 
-    def fxrl_env() -> int:
+    def fxrl_env() -> tuple[int, float]:
         state, _ = fx.reset(key)
+        t0 = time.perf_counter()
         for a in tensors:
             state, _ = fx.step(state, a)
-        return steps
+        return steps, time.perf_counter() - t0
 
     gym_env = gymnasium.make("ALE/Pong-v5")
 
-    def gymnasium_env() -> int:
+    def gymnasium_env() -> tuple[int, float]:
         gym_env.reset(seed=seed)
+        t0 = time.perf_counter()
         for a in ints:
             _, _, terminated, truncated, _ = gym_env.step(a)
             if terminated or truncated:
                 gym_env.reset()
-        return steps
+        return steps, time.perf_counter() - t0
 
     ale = ale_py.ALEInterface()
     ale.setLoggerMode(ale_py.LoggerMode.Error)
@@ -78,10 +81,11 @@ def pong_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
     ale.loadROM(rom)
     action_set = ale.getMinimalActionSet()
 
-    def ale_interface() -> int:
+    def ale_interface() -> tuple[int, float]:
         ale.setInt("random_seed", seed % 2**31)  # a seeded reset reloads, as gymnasium's
         ale.loadROM(rom)
         ale.reset_game()
+        t0 = time.perf_counter()
         for a in ints:
             act = action_set[a]
             for _ in range(4):
@@ -89,15 +93,20 @@ def pong_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
             ale.getScreenRGB()
             if ale.game_over():
                 ale.reset_game()
-        return steps
+        return steps, time.perf_counter() - t0
 
-    def fxrl_collector() -> int:
+    def fxrl_collector() -> tuple[int, float]:
         # Random actions for every frame: the policy costs nothing, the collector's
-        # bookkeeping (stacking a batch, trajectory ids, episode stats) is counted.
-        c = collector(fx, None, None, key, steps, total_frames=steps, init_random_frames=steps)
+        # bookkeeping (stacking batches of 128 frames, obs and next_obs, trajectory ids,
+        # episode stats) is counted.
+        batch = 128
+        frames = steps // batch * batch
+        c = collector(fx, None, None, key, batch, total_frames=frames, init_random_frames=frames)
+        c.reset()  # as for the others, the reset is not timed
+        t0 = time.perf_counter()
         for _ in c:
             pass
-        return steps
+        return frames, time.perf_counter() - t0
 
     return {
         "fxrl": fxrl_env,
@@ -107,7 +116,7 @@ def pong_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
     }
 
 
-def cartpole_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
+def cartpole_runs(steps: int, key: torch.Tensor) -> dict[str, Run]:
     import gymnasium
 
     fx = envs.gym("CartPole-v1")
@@ -115,34 +124,39 @@ def cartpole_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]
     ints, tensors = actions.tolist(), list(actions.unbind(0))
     raw = gymnasium.make("CartPole-v1")
 
-    def fxrl_env() -> int:
+    def fxrl_env() -> tuple[int, float]:
         state, _ = fx.reset(key)
+        t0 = time.perf_counter()
         for a in tensors:
             state, _ = fx.step(state, a)
-        return steps
+        return steps, time.perf_counter() - t0
 
-    def gymnasium_env() -> int:
+    def gymnasium_env() -> tuple[int, float]:
         raw.reset(seed=seeds_from_key(key))
+        t0 = time.perf_counter()
         for a in ints:
             _, _, terminated, truncated, _ = raw.step(a)
             if terminated or truncated:
                 raw.reset()
-        return steps
+        return steps, time.perf_counter() - t0
 
     return {"fxrl": fxrl_env, "gymnasium": gymnasium_env}
 
 
-def vector_runs(steps: int, key: torch.Tensor) -> dict[str, Callable[[], int]]:
+def vector_runs(steps: int, key: torch.Tensor) -> dict[str, Run]:
     runs = {}
     for name, asynchronous in (("sync", False), ("async", True)):
         env = envs.atari("Pong", num_envs=2, asynchronous=asynchronous)
         actions = list(env.action_spec.sample(random.fold_in(key, 3), (steps, 2)).unbind(0))
 
-        def run(env: envs.HostEnv = env, actions: list[torch.Tensor] = actions) -> int:
+        def run(
+            env: envs.HostEnv = env, actions: list[torch.Tensor] = actions
+        ) -> tuple[int, float]:
             state, _ = env.reset(key)
+            t0 = time.perf_counter()
             for a in actions:
                 state, _ = env.step(state, a)
-            return 2 * steps
+            return 2 * steps, time.perf_counter() - t0
 
         runs[name] = run
     return runs

@@ -75,6 +75,7 @@ class Collector:
         self.batches = 0
         self.state: Any = None
         self._obs: Any = None
+        self._next_traj = 0
 
     def update(self, params: Any) -> None:
         """Act with ``params`` from the next batch on."""
@@ -92,7 +93,7 @@ class Collector:
         if self.total_frames is not None and self.frames >= self.total_frames:
             raise StopIteration
         if self.state is None:
-            self._start()
+            self.reset()
         params = self.params() if callable(self.params) else self.params
         use_random = self.frames < self.init_random_frames
         # One key per step from one split per batch: eager Threefry costs a few hundred
@@ -120,12 +121,15 @@ class Collector:
         }
         return batch, stats
 
-    def _start(self) -> None:
+    def reset(self) -> None:
+        """Reset the env from the collector's key; new trajectory ids follow the old ones.
+        The first batch does this by itself."""
         self.state, ts = self.env.reset(self._reset_key)
         self._obs = ts.info.get("next_obs", ts.obs)
         shape = self.env.batch_shape
-        self._traj = torch.arange(self.num_envs, dtype=torch.int64).reshape(shape)
-        self._next_traj = self.num_envs
+        first = self._next_traj
+        self._traj = (first + torch.arange(self.num_envs, dtype=torch.int64)).reshape(shape)
+        self._next_traj = first + self.num_envs
         self._return = torch.zeros(shape, dtype=torch.float64)
         self._length = torch.zeros(shape, dtype=torch.int64)
 
