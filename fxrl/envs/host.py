@@ -46,6 +46,16 @@ class HostState:
     def __repr__(self) -> str:
         return f"HostState({self.env!r}, step {self.serial})"
 
+    @property
+    def params(self) -> Any:
+        # Only fxrl.envs.auto_reset asks a state for its params, to reset it on every step
+        # and select with torch.where: fine for pure envs, wrong for a running one.
+        raise TypeError(
+            f"{self.env!r} is a host env: its state has no params, and fxrl.envs.auto_reset "
+            "cannot wrap it (it would reset the running env on every step). Host envs reset "
+            f"themselves: build it with auto_reset=True (the default), {self.env.call})."
+        )
+
 
 def _register_leafless(cls: type) -> None:
     import optree

@@ -219,3 +219,12 @@ def test_host_env_transforms_and_repr():
         envs.gym("CartPole-v1", asynchronous=True)
     with pytest.raises(TypeError, match="host envs take no params"):
         envs.gym("CartPole-v1").reset(random.key(0), {"gravity": 1.0})
+
+
+def test_auto_reset_cannot_wrap_a_host_env():
+    env = envs.auto_reset(envs.gym("CartPole-v1", auto_reset=False))
+    state, _ = env.reset(random.key(0))
+    with pytest.raises(TypeError, match=r"fxrl\.envs\.auto_reset cannot wrap it"):
+        env.step(state, torch.tensor(0))
+    with pytest.raises(ValueError, match="already resets itself"):
+        envs.auto_reset(envs.gym("CartPole-v1"))
