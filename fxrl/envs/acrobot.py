@@ -100,10 +100,6 @@ def wrap(x: Tensor, low: float, high: float) -> Tensor:
     return x - above * period + below * period
 
 
-def _terminated(s: AcrobotState) -> Tensor:
-    return -torch.cos(s.theta1) - torch.cos(s.theta2 + s.theta1) > 1.0
-
-
 class Acrobot(Env):
     """Acrobot-v1: observation [cos t1, sin t1, cos t2, sin t2, dt1, dt2], Discrete(3).
 
@@ -122,7 +118,7 @@ class Acrobot(Env):
         self, key: Tensor, params: AcrobotParams | None = None
     ) -> tuple[AcrobotState, TimeStep]:
         """All four uniform in [-0.1, 0.1), rounded to float32 as gymnasium stores them."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(self.default_params if params is None else params, torch.float64)
         u = [x.to(self.dtype) for x in uniforms(key, 4, -0.1, 0.1, torch.float32)]
         t = torch.zeros_like(key[..., 0])
         state = AcrobotState(*u, t, key, params)
@@ -130,18 +126,22 @@ class Acrobot(Env):
         return state, TimeStep(self.observe(state), torch.zeros_like(state.theta1), flag, flag, {})
 
     def step(self, state: AcrobotState, action: Tensor) -> tuple[AcrobotState, TimeStep]:
+        """Integrates in float64 with float64 params whatever ``dtype`` is, as gymnasium
+        does: at high velocities one step amplifies the float32 rounding of gravity or dt
+        (~1e-8) to ~1e-4. The state is stored in ``dtype``."""
         p = state.params
-        torque = (torch.clamp(action, 0, 2) - 1).to(self.dtype)
+        torque = (torch.clamp(action, 0, 2) - 1).double()
         s = (state.theta1, state.theta2, state.dtheta1, state.dtheta2)
-        theta1, theta2, dtheta1, dtheta2 = _rk4(p, s, torque)
+        theta1, theta2, dtheta1, dtheta2 = _rk4(p, tuple(x.double() for x in s), torque)
+        theta1, theta2 = wrap(theta1, -math.pi, math.pi), wrap(theta2, -math.pi, math.pi)
+        terminated = -torch.cos(theta1) - torch.cos(theta2 + theta1) > 1.0
         moved = state.replace(
-            theta1=wrap(theta1, -math.pi, math.pi),
-            theta2=wrap(theta2, -math.pi, math.pi),
-            dtheta1=torch.clamp(dtheta1, -p.max_vel_1, p.max_vel_1),
-            dtheta2=torch.clamp(dtheta2, -p.max_vel_2, p.max_vel_2),
+            theta1=theta1.to(self.dtype),
+            theta2=theta2.to(self.dtype),
+            dtheta1=torch.clamp(dtheta1, -p.max_vel_1, p.max_vel_1).to(self.dtype),
+            dtheta2=torch.clamp(dtheta2, -p.max_vel_2, p.max_vel_2).to(self.dtype),
             t=state.t + 1,
         )
-        terminated = _terminated(moved)
         reward = torch.where(terminated, 0.0, -1.0).to(self.dtype)
         return moved, TimeStep(
             self.observe(moved), reward, terminated, torch.zeros_like(terminated), {}

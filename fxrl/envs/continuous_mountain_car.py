@@ -3,10 +3,15 @@
 
 Drive the car up the right hill with a force in [-1, 1]. Reward ``100`` on reaching
 ``position >= 0.45`` with ``velocity >= 0`` (terminated), minus ``0.1 action^2`` every
-step, where gymnasium squares the action *before* clipping it (so does fxrl). Gymnasium
-keeps its state in float32 after every step; fxrl rounds the state the same way, so
-``dtype=torch.float64`` reproduces it exactly. The 999-step time limit is a wrapper added
-by ``fxrl.envs.make``.
+step, where gymnasium squares the action *before* clipping it (so does fxrl). The
+999-step time limit is a wrapper added by ``fxrl.envs.make``.
+
+Gymnasium keeps its state in a float32 array after the first step, and numpy's promotion
+rules then make its arithmetic depend on the action: float32 throughout for a float32
+force or a clipped one (a Python float), float64 for a float64 force inside [-1, 1], with
+``3 * position`` in float32 either way. fxrl stores the state rounded to float32 as
+gymnasium does; with ``dtype=torch.float64`` it reproduces gymnasium's float64 path
+exactly (tested to 1e-10), and its float32 path to float32 tolerance.
 """
 
 from __future__ import annotations
@@ -47,7 +52,13 @@ class ContinuousMountainCarState:
 
 def _move(s: ContinuousMountainCarState, force: Tensor) -> tuple[Tensor, Tensor]:
     p = s.params
-    velocity = s.velocity + (force * p.power - p.gravity * torch.cos(3 * s.position))
+    # gymnasium's state is a float32 array after its first step, and then 3 * position is a
+    # float32 product (the rest mixes in float64): round it where the state is float32
+    three_x = 3 * s.position
+    three_x = torch.where(
+        s.position == s.position.float(), three_x.float().to(three_x.dtype), three_x
+    )
+    velocity = s.velocity + (force * p.power - p.gravity * torch.cos(three_x))
     velocity = torch.clamp(velocity, -p.max_speed, p.max_speed)
     position = torch.clamp(s.position + velocity, p.min_position, p.max_position)
     stopped = (position == p.min_position) & (velocity < 0)

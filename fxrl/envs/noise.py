@@ -8,8 +8,7 @@ classic-control step. Two things make it cheap without changing a single bit:
 - one Threefry block per pair of values, on tensors shaped like the envs' batch (as
   ``fxrl.random`` lays them out, the counters of one key are innermost, and compiled CPU
   code vectorises over those two or four lanes instead of over the envs);
-- the block runs on int32 lanes that wrap, twice as many per vector as the int64 lanes
-  (holding uint32 words) that ``fxrl.random.threefry2x32`` uses.
+- the words stay int32 (``fxrl.random.threefry2x32_int32``) up to the float conversion.
 
 Tests check every output against ``fxrl.random`` in eager, vmapped and compiled code.
 """
@@ -23,38 +22,7 @@ from torch import Tensor
 
 from fxrl import random
 
-__all__ = ["threefry2x32_int32", "uniforms"]
-
-_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
-_PARITY = 0x1BD11BDA
-
-
-def _int32(word: int) -> int:
-    """A uint32 constant as the int32 with the same bits."""
-    return word - (1 << 32) if word >= 1 << 31 else word
-
-
-def _rotl(x: Tensor, r: int) -> Tensor:
-    # >> is arithmetic on int32: mask off the copies of the sign bit.
-    return (x << r) | ((x >> (32 - r)) & ((1 << r) - 1))
-
-
-def threefry2x32_int32(k0: Tensor, k1: Tensor, x0: Tensor, x1: Tensor) -> tuple[Tensor, Tensor]:
-    """Threefry-2x32-20 on int32 tensors (two's complement words; additions wrap).
-
-    Bit for bit ``fxrl.random.threefry2x32`` with every word reinterpreted as int32.
-    """
-    k2 = k0 ^ k1 ^ _int32(_PARITY)
-    ks = (k0, k1, k2)
-    x0 = x0 + k0
-    x1 = x1 + k1
-    for group in range(5):
-        for r in range(4):
-            x0 = x0 + x1
-            x1 = _rotl(x1, _ROTATIONS[(4 * group + r) % 8]) ^ x0
-        x0 = x0 + ks[(group + 1) % 3]
-        x1 = x1 + ks[(group + 2) % 3] + (group + 1)
-    return x0, x1
+__all__ = ["uniforms"]
 
 
 def uniforms(
@@ -80,7 +48,8 @@ def uniforms(
     one = torch.ones((), dtype=torch.int32, device=key.device)
     out: list[Tensor] = []
     for block in range((n + 1) // 2):
-        words = threefry2x32_int32(k0, k1, one * block, one)  # counters (block, 1), as bits()
+        # counters (block, 1), as fxrl.random.bits uses them
+        words = random.threefry2x32_int32(k0, k1, one * block, one)
         for w in words[: n - 2 * block]:
             u = ((w >> 8) & 0xFFFFFF).double() * 2.0**-24  # the top 24 bits, as uniform()
             i = len(out)
