@@ -286,7 +286,7 @@ class HostEnv(Env):
         )
         next_obs = obs
         if self._auto_reset and (terminated or truncated):
-            next_obs, info = env.reset()  # no seed: gymnasium's stream goes on
+            next_obs, _ = env.reset()  # no seed: gymnasium's stream goes on
             next_obs = self._obs(next_obs)
         ts.info.update(self._info(info, next_obs))
         self._latest = HostState(self, next_obs, state.serial + 1)
@@ -324,13 +324,19 @@ class HostEnv(Env):
         return x.to(self.dtype) if x.dtype.is_floating_point and x.dtype != self.dtype else x
 
     def _info(self, info: dict[str, Any], next_obs: Any) -> dict[str, Any]:
+        """``next_obs`` and the ``info_keys`` of the step itself (of the finished episode,
+        where one ended: gymnasium's vector envs keep those in ``final_info``)."""
         out: dict[str, Any] = {"next_obs": next_obs} if self._auto_reset else {}
+        final = info.get("final_info", {})
         for k in self.info_keys:
             value = info.get(k, 0)
             if self.num_envs is None:
                 out[k] = torch.scalar_tensor(int(value), dtype=torch.int64)
-            else:
-                out[k] = torch.from_numpy(np.asarray(value, dtype=np.int64))
+                continue
+            value = np.asarray(value, dtype=np.int64)
+            if f"_{k}" in final:
+                value = np.where(final[f"_{k}"], final[k], value)
+            out[k] = torch.from_numpy(np.ascontiguousarray(value, dtype=np.int64))
         return out
 
     def _stale(self, state: Any) -> None:

@@ -119,6 +119,19 @@ def test_episodic_life_ends_the_episode_at_a_lost_life_but_not_the_game():
     assert ale.getEpisodeFrameNumber() > 0  # the same game goes on
 
 
+def test_vector_envs_report_the_lives_of_the_step_where_a_game_ended():
+    env = envs.atari("Breakout", num_envs=2)
+    state, ts = env.reset(random.key(0))
+    for t in range(1000):
+        state, ts = env.step(state, torch.full((2,), 1 if t % 10 == 0 else 3))  # FIRE, LEFT
+        if ts.terminated.any():
+            break
+    assert ts.terminated.any()
+    # The game over, not the fresh game that gymnasium's vector env already started.
+    assert ts.info["lives"][ts.terminated].tolist() == [0] * int(ts.terminated.sum())
+    env.close()
+
+
 def test_a_vector_of_pong_games_steps_in_one_call():
     env = envs.atari("Pong", num_envs=2)
     state, ts = env.reset(random.key(0))
