@@ -95,11 +95,14 @@ def _bounds(spec: specs.Box) -> tuple[float, float]:
     return float(spec.low.double().min()), float(spec.high.double().max())
 
 
-def _batch_shape(obs: Any, spec: Any) -> tuple[int, ...]:
-    """The leading dims of ``obs`` that are not the spec's own."""
+def _zeros(obs: Any, spec: Any, dtype: torch.dtype) -> Tensor:
+    """Zeros with the leading dims of ``obs`` that are not the spec's own. Made from ``obs``
+    (not ``torch.zeros``) so that under vmap they are batched like the rest of the state,
+    and a compiled step sees the same strides on every call."""
     leaf = tree.leaves(obs)[0]
     shape = spec.shape if isinstance(spec, specs.Spec) else tree.leaves(spec.shape)[0]
-    return tuple(leaf.shape[: leaf.ndim - len(shape)])
+    batch_ndim = leaf.ndim - len(shape)
+    return torch.zeros_like(leaf.flatten(batch_ndim)[..., 0], dtype=dtype)
 
 
 # ----------------------------------------------------------------------------- images
@@ -403,7 +406,7 @@ class StepCounter(Transform):
         self.max_steps = max_steps
 
     def init(self, obs: Any, spec: Any) -> Tensor:
-        return torch.zeros(_batch_shape(obs, spec), dtype=torch.int64)
+        return _zeros(obs, spec, torch.int64)
 
     def update(self, state: Tensor, ts: TimeStep) -> Tensor:
         return state + 1
@@ -439,8 +442,7 @@ class EpisodeStats(Transform):
     """Running return and length of the current episode in ``info`` (see episode_stats)."""
 
     def init(self, obs: Any, spec: Any) -> tuple[Tensor, Tensor]:
-        shape = _batch_shape(obs, spec)
-        return torch.zeros(shape, dtype=torch.float64), torch.zeros(shape, dtype=torch.int64)
+        return _zeros(obs, spec, torch.float64), _zeros(obs, spec, torch.int64)
 
     def update(self, state: tuple[Tensor, Tensor], ts: TimeStep) -> tuple[Tensor, Tensor]:
         ret, length = state

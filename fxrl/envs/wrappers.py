@@ -285,8 +285,10 @@ class Batch(Wrapper):
         return torch.func.vmap(self.env.reset, in_dims=(0, dims))(keys, params)
 
     def _param_dim(self, leaf: Any, default: Any) -> int | None:
-        ndim = torch.as_tensor(default).ndim
-        if isinstance(leaf, Tensor) and leaf.ndim == ndim + 1:
+        if not isinstance(leaf, Tensor):
+            return None
+        ndim = default.ndim if isinstance(default, Tensor) else 0  # defaults are numbers
+        if leaf.ndim == ndim + 1:
             if leaf.shape[0] != self.num_envs:
                 raise ValueError(
                     f"batch(..., {self.num_envs}).reset: a params leaf has shape "

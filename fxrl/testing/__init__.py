@@ -1,11 +1,12 @@
 """Testing tools that are part of the product: users test their own code with them.
 
 Hypothesis strategies (``keys``, ``from_spec``, ``all_specs``, ``tensors``, ``trees``),
-``assert_trees_close``, ``check_vmap`` and ``check_export``. Needs the ``testing`` extra
-(hypothesis).
+``assert_trees_close``, ``check_vmap``, ``check_env`` and ``check_export``. Needs the
+``testing`` extra (hypothesis).
 """
 
 from fxrl.testing.checks import assert_trees_close, check_vmap
+from fxrl.testing.envs import check_env
 from fxrl.testing.export import ExportCheck, check_export
 from fxrl.testing.strategies import all_specs, from_spec, keys, tensors, trees
 
@@ -13,6 +14,7 @@ __all__ = [
     "ExportCheck",
     "all_specs",
     "assert_trees_close",
+    "check_env",
     "check_export",
     "check_vmap",
     "from_spec",

@@ -1,0 +1,121 @@
+"""check_env passes on every built-in env and catches each broken rule in a toy env."""
+
+import pytest
+import torch
+
+from fxrl import envs, random, specs, tree
+from fxrl.envs import Env, TimeStep
+from fxrl.testing import check_env
+
+
+@pytest.mark.parametrize("env_id", envs.registered())
+def test_check_env_passes_on_every_built_in_env(env_id):
+    check_env(envs.make(env_id), max_examples=15)
+
+
+def test_check_env_passes_on_float64_batched_and_transformed_envs():
+    from fxrl import transforms
+
+    check_env(envs.make("CartPole-v1", dtype=torch.float64), max_examples=5)
+    check_env(envs.batch(envs.make("Pendulum-v1"), 3), max_examples=5)
+    env = envs.transform(
+        envs.make("CartPole-v1"),
+        transforms.frame_stack(3),
+        transforms.observation_norm(running=True),
+        transforms.reward_scale(0.1),
+    )
+    check_env(env, max_examples=5)
+
+
+@tree.dataclass
+class WalkState:
+    x: torch.Tensor
+    t: torch.Tensor
+    key: torch.Tensor
+    params: dict
+
+
+class Walk(Env):
+    """A toy env: x starts uniform in [0, 1), moves by action - 1, ends past 3."""
+
+    observation_spec = specs.Box(-100.0, 100.0, shape=(1,))
+    action_spec = specs.Discrete(3)
+    default_params = None
+
+    def reset(self, key, params=None):
+        x = random.uniform(key, ())
+        state = WalkState(x, torch.zeros((), dtype=torch.int64), key, {})
+        return state, self._ts(state, torch.zeros(()), torch.tensor(False))
+
+    def step(self, state, action):
+        new = state.replace(x=state.x + (action - 1), t=state.t + 1)
+        return new, self._ts(new, torch.ones(()), new.x > 3)
+
+    def _ts(self, state, reward, terminated):
+        return TimeStep(self.observe(state), reward, terminated, torch.tensor(False), {})
+
+    def observe(self, state):
+        return state.x[None]
+
+
+def test_check_env_passes_on_a_correct_user_env():
+    check_env(Walk(), max_examples=10)
+    check_env(envs.auto_reset(envs.time_limit(Walk(), 20)), max_examples=10)
+
+
+class Mutating(Walk):
+    def step(self, state, action):
+        state.key.zero_()  # writes into its input (outputs stay the same)
+        return super().step(state, action)
+
+
+class Impure(Walk):
+    def step(self, state, action):
+        new, ts = super().step(state, action)
+        return new.replace(x=new.x + 1e-3 * torch.randn(())), ts  # the global RNG
+
+
+class IgnoresKey(Walk):
+    def reset(self, key, params=None):
+        return super().reset(random.key(0), params)
+
+
+class NewInfoKey(Walk):
+    def _ts(self, state, reward, terminated):
+        ts = super()._ts(state, reward, terminated)
+        return ts.replace(info={"steps": state.t}) if bool(state.t > 0) else ts
+
+
+class OutsideSpec(Walk):
+    observation_spec = specs.Box(-1.0, 1.0, shape=(1,))
+
+
+class WrongObserve(Walk):
+    def _ts(self, state, reward, terminated):
+        return TimeStep(state.x[None], reward, terminated, torch.tensor(False), {})
+
+    def observe(self, state):
+        return (state.x * 2)[None]
+
+
+class NoReset(envs.AutoReset):
+    def step(self, state, action):
+        inner, ts = self.env.step(state.inner, action)  # forgets to start a new episode
+        return state.replace(inner=inner), ts.replace(info={**ts.info, "next_obs": ts.obs})
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (Mutating(), "input state after the call"),
+        (Impure(), "called twice on the same"),
+        (IgnoresKey(), "same observation for keys"),
+        (NewInfoKey(), "differs in structure from reset"),
+        (OutsideSpec(), "is not inside"),
+        (WrongObserve(), "observe"),
+        (NoReset(envs.time_limit(Walk(), 5)), "finished episode's state"),
+    ],
+)
+def test_check_env_catches_a_broken_rule(env, message):
+    with pytest.raises(AssertionError, match=message):
+        check_env(env, max_examples=20)

@@ -1,0 +1,95 @@
+"""rollout: one env, a batch, vmap over seeds, torch.compile, policy extras."""
+
+import pytest
+import torch
+
+from fxrl import envs, random, tree
+from fxrl.rollout import rollout
+from fxrl.testing import assert_trees_close
+
+
+def random_policy(params, obs, key):
+    return random.randint(key, obs.shape[:-1], 0, 2)
+
+
+def test_rollout_records_what_stepping_by_hand_records():
+    env = envs.batch(envs.make("CartPole-v1"), 4)
+    state, _ = env.reset(random.key(0))
+    final, traj = rollout(env, random_policy, None, state, random.key(1), 30)
+    obs = env.observe(state)
+    for t, key in enumerate(random.split(random.key(1), 30)):
+        action = random_policy(None, obs, key)
+        state, ts = env.step(state, action)
+        assert_trees_close(
+            tree.index(traj, t),
+            {
+                "obs": obs,
+                "action": action,
+                "reward": ts.reward,
+                "terminated": ts.terminated,
+                "truncated": ts.truncated,
+                "next_obs": ts.obs,
+                "info": ts.info,
+            },
+        )
+        obs = ts.info["next_obs"]
+    assert_trees_close(final, state)
+    assert traj["obs"].shape == (30, 4, 4) and bool(traj["terminated"].any())
+
+
+def test_after_an_episode_ends_the_policy_sees_the_new_episode():
+    env = envs.make("Pendulum-v1", max_steps=3)
+    state, _ = env.reset(random.key(0))
+    _, traj = rollout(env, lambda p, o, k: torch.zeros(1), None, state, random.key(1), 7)
+    assert traj["truncated"].tolist() == [False, False, True, False, False, True, False]
+    # next_obs where truncated is the episode's last observation; the policy then acts on
+    # the next episode's first one
+    assert not torch.equal(traj["next_obs"][2], traj["obs"][3])
+    assert torch.equal(traj["info"]["next_obs"][2], traj["obs"][3])
+    assert torch.equal(traj["next_obs"][3], traj["obs"][4])
+
+
+def test_policy_extras_are_recorded_and_may_not_shadow_the_trajectory():
+    env = envs.make("CartPole-v1")
+    state, _ = env.reset(random.key(0))
+
+    def policy(params, obs, key):
+        return random_policy(params, obs, key), {"log_prob": torch.tensor(-0.69), "v": obs.sum()}
+
+    _, traj = rollout(env, policy, None, state, random.key(1), 5)
+    assert traj["log_prob"].shape == (5,) and traj["v"].shape == (5,)
+    with pytest.raises(ValueError, match=r"reserved names \['reward'\]"):
+        rollout(
+            env,
+            lambda p, o, k: (random_policy(p, o, k), {"reward": o}),
+            None,
+            state,
+            random.key(1),
+            2,
+        )
+
+
+def test_vmap_over_seeds_equals_separate_rollouts():
+    env = envs.make("Acrobot-v1")
+
+    def run(key):
+        state, _ = env.reset(key)
+        return rollout(env, lambda p, o, k: random.randint(k, (), 0, 3), None, state, key, 6)
+
+    keys = random.split(random.key(3), 3)
+    batched = torch.func.vmap(run)(keys)
+    assert_trees_close(batched, tree.stack([run(k) for k in keys]))
+
+
+def test_compiled_rollout_of_a_batch_with_auto_reset_equals_eager():
+    # every step ends an episode (max_steps=1), so the compiled auto-reset path runs
+    env = envs.batch(envs.make("Pendulum-v1", max_steps=1), 4)
+    policy = lambda params, obs, key: params * obs[..., 2:]
+    run = lambda state, key: rollout(env, policy, torch.tensor(0.5), state, key, 2)
+    compiled = torch.compile(run)
+    state, _ = env.reset(random.key(0))
+    for i in range(2):
+        out, eager = compiled(state, random.key(i)), run(state, random.key(i))
+        assert_trees_close(out, eager)
+        state = eager[0]
+    assert bool(eager[1]["truncated"].all())
