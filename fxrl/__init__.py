@@ -1,15 +1,30 @@
 """fxrl: reinforcement learning on PyTorch written as pure functions over pytrees."""
 
-from fxrl import distributions, exploration, nn, optim, random, schedules, specs, tree
+from fxrl import (
+    distributions,
+    envs,
+    exploration,
+    nn,
+    optim,
+    random,
+    rollout,
+    schedules,
+    specs,
+    transforms,
+    tree,
+)
 
 __all__ = [
     "distributions",
+    "envs",
     "exploration",
     "nn",
     "optim",
     "random",
+    "rollout",
     "schedules",
     "specs",
+    "transforms",
     "tree",
 ]
 __version__ = "0.1.0"
