@@ -58,6 +58,7 @@ class Transform:
     """Base class: the identity with no state. Subclasses override what they change."""
 
     persistent = False
+    vectorized = True  # the same numbers with leading batch dims as under vmap
 
     def __call__(self, obs: Any, state: Any = None) -> Any:
         return obs
@@ -222,6 +223,7 @@ class RunningStats:
 
 class RunningObservationNorm(Transform):
     persistent = True
+    vectorized = False  # over leading dims it pools statistics; under vmap each env has its own
 
     def __init__(self, eps: float, initial_count: float) -> None:
         self.eps, self.initial_count = eps, initial_count

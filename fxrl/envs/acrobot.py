@@ -106,6 +106,8 @@ class Acrobot(Env):
     Actions outside 0..2 are clipped into range (gymnasium would raise).
     """
 
+    vectorized = True  # elementwise: batch() steps it without vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         p = AcrobotParams()

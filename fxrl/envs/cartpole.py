@@ -82,6 +82,8 @@ class CartPole(Env):
         parity with gymnasium, which integrates in float64).
     """
 
+    vectorized = True  # elementwise: batch() steps it without vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         p = CartPoleParams()

@@ -68,6 +68,8 @@ def _move(s: ContinuousMountainCarState, force: Tensor) -> tuple[Tensor, Tensor]
 class ContinuousMountainCar(Env):
     """MountainCarContinuous-v0: observation [position, velocity], action Box(-1, 1, (1,))."""
 
+    vectorized = True  # elementwise: batch() steps it without vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         p = ContinuousMountainCarParams()

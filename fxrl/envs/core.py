@@ -70,7 +70,9 @@ class Env:
     Subclasses set ``observation_spec``, ``action_spec`` and ``default_params`` and define
     ``reset``, ``step`` and ``observe`` (the observation of a state, so a rollout can start
     from any state). ``batch_shape`` is ``()`` for one env, ``(N,)`` for ``batch(env, N)``;
-    ``auto_resets`` says whether ``step`` starts a new episode by itself when one ends.
+    ``auto_resets`` says whether ``step`` starts a new episode by itself when one ends;
+    ``vectorized`` that ``step`` and ``observe`` also take states and actions with leading
+    batch dims (elementwise code), so ``batch`` may skip ``vmap`` for them.
     """
 
     observation_spec: specs.Spec | specs.Composite
@@ -78,6 +80,7 @@ class Env:
     default_params: Any = None
     batch_shape: tuple[int, ...] = ()
     auto_resets: bool = False
+    vectorized: bool = False
     dtype: torch.dtype = torch.float32
 
     def reset(self, key: Tensor, params: Any = None) -> tuple[State, TimeStep]:
@@ -138,6 +141,10 @@ class Wrapper(Env):
     @property
     def auto_resets(self) -> bool:  # type: ignore[override]
         return self.env.auto_resets
+
+    @property
+    def vectorized(self) -> bool:  # type: ignore[override]
+        return self.env.vectorized
 
     def observe(self, state: State) -> Any:
         return self.env.observe(state.inner)

@@ -61,6 +61,8 @@ class MountainCar(Env):
     ``fxrl.envs.checked`` to get an error).
     """
 
+    vectorized = True  # elementwise: batch() steps it without vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         p = MountainCarParams()

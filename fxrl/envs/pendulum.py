@@ -64,6 +64,8 @@ class Pendulum(Env):
     Torques outside [-max_torque, max_torque] are clipped, as gymnasium does.
     """
 
+    vectorized = True  # elementwise: batch() steps it without vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         p = PendulumParams()

@@ -146,6 +146,10 @@ class TransformEnv(Wrapper):
                     "auto_reset=False)."
                 )
 
+    @property
+    def vectorized(self) -> bool:  # type: ignore[override]
+        return self.env.vectorized and self.transform.vectorized
+
     def _repr_name(self) -> str:
         return getattr(self.transform, "wrapper_name", "transform")
 
@@ -259,14 +263,19 @@ class Batch(Wrapper):
     [num_envs] dim), so a batch can hold envs with different gravities.
     """
 
+    vectorized = False  # a batch of batches goes through vmap
+
     def __init__(self, env: Env, num_envs: int) -> None:
         super().__init__(env)
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"batch: num_envs must be a positive int, got {num_envs!r}.")
         self.num_envs = num_envs
         self.batch_shape = (num_envs, *env.batch_shape)
-        self._step = torch.func.vmap(env.step)
-        self._observe = torch.func.vmap(env.observe)
+        # Elementwise envs step a batch as they are: the same numbers, without vmap's
+        # per-op cost in eager code and its per-call checks in compiled code. Reset (and
+        # everything else) goes through vmap, which fixes the state's layout.
+        self._step = env.step if env.vectorized else torch.func.vmap(env.step)
+        self._observe = env.observe if env.vectorized else torch.func.vmap(env.observe)
 
     def _repr_args(self) -> str:
         return str(self.num_envs)
@@ -331,6 +340,8 @@ class Checked(Wrapper):
     Shape and dtype are checked always (also under vmap and compile); values only in
     eager code, where they can be read (wrap the outermost env: ``checked(batch(env, N))``).
     """
+
+    vectorized = False  # its shape checks are for one env
 
     def reset(self, key: Tensor, params: Any = None) -> tuple[WrapperState, TimeStep]:
         if not isinstance(key, Tensor) or key.dtype != torch.int64 or key.shape[-1:] != (2,):

@@ -247,3 +247,46 @@ def test_reprs_read_like_the_calls_that_build_them():
         "checked(batch(transform(episode_stats(auto_reset(time_limit("
         "CartPole(dtype=torch.float64), 500))), frame_stack(4, dim=-1)), 8))"
     )
+
+
+def _vectorized_cases():
+    from fxrl import transforms
+
+    yield from (envs.make(env_id) for env_id in envs.registered())
+    yield envs.make("Acrobot-v1", dtype=torch.float64)
+    yield envs.transform(
+        envs.make("CartPole-v1"),
+        transforms.frame_stack(3),
+        transforms.reward_scale(0.5),
+        transforms.step_counter(),
+    )
+    yield envs.auto_reset(
+        envs.transform(
+            envs.make("CartPole-v1", auto_reset=False, episode_stats=False),
+            transforms.noop_reset(4),
+        )
+    )
+
+
+@pytest.mark.parametrize("env", list(_vectorized_cases()), ids=repr)
+def test_batch_steps_elementwise_envs_without_vmap_to_the_same_bits(env):
+    assert env.vectorized
+    benv = envs.batch(env, 5)
+    vmapped = torch.func.vmap(env.step)
+    state, _ = benv.reset(random.key(0))
+    other = state
+    for t in range(40):
+        action = benv.action_spec.sample(random.key(t), benv.batch_shape)
+        state, ts = benv.step(state, action)
+        other, other_ts = vmapped(other, action)
+        assert_trees_close((state, ts), (other, other_ts), rtol=0, atol=0)
+
+
+def test_envs_that_are_not_elementwise_are_batched_with_vmap():
+    from fxrl import transforms
+
+    assert not envs.checked(envs.CartPole()).vectorized
+    norm = envs.transform(envs.make("CartPole-v1"), transforms.observation_norm(running=True))
+    assert not norm.vectorized  # pooled statistics over leading dims; per env under vmap
+    state, _ = envs.batch(norm, 3).reset(random.key(0))
+    assert state.transform.mean.shape == (3, 4)
