@@ -17,9 +17,10 @@ from typing import Any
 from torch import Tensor
 
 from fxrl import random, tree
+from fxrl.collector import Collector, collector
 from fxrl.envs.core import Env
 
-__all__ = ["rollout"]
+__all__ = ["Collector", "collector", "rollout"]
 
 _KEYS = ("obs", "action", "reward", "terminated", "truncated", "next_obs", "info")
 

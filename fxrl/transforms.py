@@ -158,12 +158,16 @@ class Resize(Transform):
         return f"resize({self.size[0]}, {self.size[1]}, {self.mode!r})"
 
 
-def resize(height: int, width: int | None = None, mode: str = "nearest") -> Transform:
+def resize(height: int, width: int | str | None = None, mode: str = "nearest") -> Transform:
     """Resize ``[..., C, H, W]`` images to ``[..., C, height, width]``.
 
-    ``mode``: "nearest" (torch's and OpenCV's INTER_NEAREST: source index floor(i * scale)),
-    "nearest-exact" (pixel centres) or "bilinear" (align_corners=False, no antialias).
+    ``resize(84)`` and ``resize(84, "bilinear")`` make square images; ``resize(84, 110,
+    "nearest")`` any size. ``mode``: "nearest" (torch's and OpenCV's INTER_NEAREST: source
+    index floor(i * scale)), "nearest-exact" (pixel centres) or "bilinear"
+    (align_corners=False, no antialias).
     """
+    if isinstance(width, str):  # resize(84, "nearest"): a square of side 84
+        width, mode = None, width
     return Resize(height, height if width is None else width, mode)
 
 

@@ -144,3 +144,10 @@ def test_collector_rejects_uneven_batches_and_envs_that_do_not_reset():
             envs.make("CartPole-v1", auto_reset=False), _random_policy, None, random.key(0), 10
         )
     assert isinstance(envs.gym("CartPole-v1").action_spec, specs.Discrete)
+
+
+def test_the_collector_is_also_fxrl_rollout_collector():
+    import fxrl.collector
+    import fxrl.rollout
+
+    assert fxrl.rollout.collector is fxrl.collector.collector

@@ -292,3 +292,13 @@ def test_compose_is_application_in_order_and_unpacks_into_wrappers():
     two = envs.transform(envs.make("Pendulum-v1"), a, b)
     assert repr(one) == repr(two)
     assert_trees_close(one.reset(random.key(0)), two.reset(random.key(0)))
+
+
+def test_resize_with_a_mode_as_second_argument_makes_a_square():
+    from fxrl import random as fxrandom
+
+    pixels = fxrandom.uniform(fxrandom.key(0), (3, 210, 160))
+    for mode in ("nearest", "bilinear"):
+        square = transforms.resize(84, mode)(pixels)
+        assert square.shape == (3, 84, 84)
+        assert torch.equal(square, transforms.resize(84, 84, mode)(pixels))
