@@ -45,6 +45,50 @@ def demo_foundation() -> None:
     print(tree.summary(obs))
 
 
+def demo_envs() -> None:
+    """4096 pure CartPoles stepped as one batch, a rollout, and Pong through ale-py."""
+    from fxrl import envs
+    from fxrl import transforms as T
+    from fxrl.rollout import rollout
+
+    _section("4096 pure CartPoles: one batch, one rollout")
+    env = envs.make("CartPole-v1")
+    many = envs.batch(env, 4096)
+    print(many)
+
+    def policy(params: None, obs: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+        return random.randint(key, obs.shape[:-1], 0, 2)
+
+    start = time.perf_counter()
+    state, _ = many.reset(random.key(5))
+    state, traj = rollout(many, policy, None, state, random.key(6), num_steps=100)
+    ended = traj["terminated"] | traj["truncated"]
+    print(
+        f"100 steps x 4096 envs in {time.perf_counter() - start:.2f} s (eager); "
+        f"{int(ended.sum())} episodes ended, mean return "
+        f"{float(traj['info']['episode_return'][ended].mean()):.1f} (random policy)"
+    )
+
+    _section("Pong through ale-py, preprocessed by the transforms a policy uses too")
+    try:
+        pong = envs.atari("Pong")
+    except ImportError as err:  # the `atari` extra is optional
+        print(f"skipped: {err}")
+        return
+    pre = T.compose(T.to_tensor_image(), T.resize(84, "nearest"), T.grayscale())
+    wrapped = envs.transform(pong, pre)
+    state, ts = wrapped.reset(random.key(7))
+    for action in wrapped.action_spec.sample(random.key(8), (100,)):
+        state, ts = wrapped.step(state, action)
+    print(
+        "raw screen",
+        list(pong.observation_spec.shape),
+        "-> policy input",
+        list(ts.obs.shape),
+        ts.obs.dtype,
+    )
+
+
 def demo_ensemble() -> None:
     """32 Q-networks trained in one vmapped call: params are dicts, Adam is a pure function."""
     from fxrl import nn, optim
@@ -116,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     demo_foundation()
+    demo_envs()
     demo_ensemble()
     demo_export()
     print(f"\ndemo finished in {time.perf_counter() - start:.1f} s")
