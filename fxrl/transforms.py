@@ -471,6 +471,15 @@ class NoopReset(Transform):
 
     def reset_env(self, env: Any, key: Tensor, params: Any) -> tuple[Any, TimeStep]:
         """Reset, then take ``n ~ U{1..noops}`` no-op steps (fewer if the episode ends)."""
+        from fxrl.envs.host import HostEnv  # here: fxrl.envs imports this module
+
+        inner = env.unwrapped() if callable(getattr(env, "unwrapped", None)) else env
+        if isinstance(inner, HostEnv):
+            raise TypeError(
+                "noop_reset: cannot wrap a host env: its no-op steps would be taken (and "
+                "discarded by torch.where) on the one running env at every step. Use the "
+                "host env's own option, e.g. fxrl.envs.atari('Pong', noop_reset=30)."
+            )
         reset_key, noop_key = random.split(key).unbind(-2)
         state, ts = env.reset(reset_key, params)
         n = random.randint(noop_key, env.batch_shape, 1, self.noops + 1)

@@ -138,3 +138,9 @@ def test_a_vector_of_pong_games_steps_in_one_call():
     state, ts = env.step(state, torch.tensor([0, 1]))
     assert ts.obs.shape == (2, 210, 160, 3) and ts.info["lives"].shape == (2,)
     env.close()
+
+
+def test_noop_reset_transform_refuses_a_host_env_and_names_the_atari_option():
+    env = envs.transform(envs.atari("Pong", auto_reset=False), T.noop_reset(30))
+    with pytest.raises(TypeError, match=r"atari\('Pong', noop_reset=30\)"):
+        env.reset(random.key(0))
