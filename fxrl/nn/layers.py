@@ -51,16 +51,21 @@ def _dtype_check(model: str, x: torch.Tensor, w: torch.Tensor) -> None:
         )
 
 
-def _linear_apply(params: Params, x: torch.Tensor) -> torch.Tensor:
-    check_params("linear", params, ("w", "b"))
-    w = params["w"]
+def _check_last_dim(layer: str, x: torch.Tensor, w: torch.Tensor) -> None:
+    """The input's last dim must match ``w``'s (linear's in_features, layer_norm's size)."""
     if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
         raise LayerError(
-            "linear",
+            layer,
             "",
             f"input has shape {shape_str(x)} but w has shape "
             f"{shape_str(w)}; the input's last dim must be {w.shape[-1]}.",
         )
+
+
+def _linear_apply(params: Params, x: torch.Tensor) -> torch.Tensor:
+    check_params("linear", params, ("w", "b"))
+    w = params["w"]
+    _check_last_dim("linear", x, w)
     _dtype_check("linear", x, w)
     return F.linear(x, w, params["b"])
 
@@ -94,13 +99,7 @@ def linear(
 def _layer_norm_apply(params: Params, x: torch.Tensor) -> torch.Tensor:
     check_params("layer_norm", params, ("w", "b"))
     w = params["w"]
-    if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
-        raise LayerError(
-            "layer_norm",
-            "",
-            f"input has shape {shape_str(x)} but w has shape "
-            f"{shape_str(w)}; the input's last dim must be {w.shape[-1]}.",
-        )
+    _check_last_dim("layer_norm", x, w)
     return F.layer_norm(x, (w.shape[-1],), w, params["b"], eps=1e-5)
 
 
