@@ -16,6 +16,8 @@ that says what to use instead.
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -121,11 +123,30 @@ def _cast_spec(spec: Any, dtype: torch.dtype) -> Any:
     return spec
 
 
-_not_compiled = torch.compiler.disable(
-    reason="host envs run outside torch: torch.compile runs their reset and step eagerly, and "
+_NOT_COMPILED = (
+    "host envs run outside torch: torch.compile runs their reset and step eagerly, and "
     "fullgraph=True or torch.export cannot include them. Compile or export the policy alone, "
     "or use a pure env from fxrl.envs.make."
 )
+
+
+def _not_compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compiler.disable(fn)``, made at the first call once torch._dynamo is loaded.
+
+    Disabling at import time would import torch._dynamo (about a second) for every
+    ``import fxrl``; without it loaded nothing can be compiling, so ``fn`` runs as it is.
+    """
+    disabled: list[Callable[..., Any]] = []
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if "torch._dynamo" not in sys.modules:
+            return fn(*args, **kwargs)
+        if not disabled:
+            disabled.append(torch.compiler.disable(fn, reason=_NOT_COMPILED))
+        return disabled[0](*args, **kwargs)
+
+    return call
 
 
 class HostEnv(Env):
