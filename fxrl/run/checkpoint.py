@@ -1,0 +1,224 @@
+"""Checkpoints of a whole TrainState: safetensors, written atomically, loaded without pickle.
+
+    save("run/checkpoints/latest.safetensors", state, {"algorithm": "ppo", "config": {...}})
+    state, meta = load("run/checkpoints/latest.safetensors", template, expect={...})
+
+A checkpoint is one safetensors file: every leaf of the TrainState (params, optimizer
+state, env state, key, counters) stored under its path name (``params/actor/w``), and a
+JSON header in the file's metadata with the tree's names/shapes/dtypes, a SHA-256 of the
+tensor bytes, the fxrl and torch versions and whatever the caller adds (algorithm,
+config, iteration). Loading rebuilds the tree from a *template* (``vmap(algo.init)(keys)``)
+and fills its leaves by name, so no code is unpickled. The file is written to a temporary
+name in the same directory, fsynced, then renamed over the old one: a crash mid-write
+leaves the previous checkpoint as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load as _st_load
+from safetensors.torch import save as _st_save
+
+import fxrl
+from fxrl import tree
+
+__all__ = ["FORMAT", "CheckpointError", "load", "read_meta", "save"]
+
+FORMAT = 1
+_KEY = "fxrl"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is truncated, corrupt, or not of this run (the message says which)."""
+
+
+def _named_leaves(fn: str, state: Any) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for path, leaf in tree.flatten_with_paths(state):
+        name = "/".join(str(p) for p in path) or "x"
+        if not isinstance(leaf, torch.Tensor):
+            raise TypeError(
+                f"{fn}: leaf {name!r} of the state is a {type(leaf).__name__}, not a tensor. "
+                "A TrainState holds tensors only; mark constants tree.field(static=True)."
+            )
+        out[name] = leaf
+    return out
+
+
+def _digest(tensors: dict[str, torch.Tensor]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        h.update(name.encode())
+        h.update(tensors[name].contiguous().view(torch.uint8).reshape(-1).numpy().tobytes())
+    return h.hexdigest()
+
+
+def atomic_write(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half.
+
+    Temporary file in the same directory, fsync, ``os.replace``, fsync of the directory.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def save(path: str | Path, state: Any, meta: dict[str, Any] | None = None) -> Path:
+    """Write ``state`` (a pytree of tensors) and ``meta`` (JSON-able) to ``path`` atomically.
+
+    Args:
+      path: the checkpoint file (``.safetensors``); its directory must exist.
+      state: the TrainState, batched over seeds or not.
+      meta: extra header entries (algorithm, config, iteration, steps...).
+    Returns:
+      ``path``.
+    """
+    named = _named_leaves("checkpoint.save", state)
+    # Cloned: safetensors refuses tensors that share storage (views of one buffer).
+    tensors = {n: t.detach().to("cpu").contiguous().clone() for n, t in named.items()}
+    header = {
+        "format": FORMAT,
+        "fxrl_version": fxrl.__version__,
+        "torch_version": torch.__version__,
+        "leaves": [
+            [n, list(t.shape), str(t.dtype).removeprefix("torch.")] for n, t in tensors.items()
+        ],
+        "sha256": _digest(tensors),
+        **(meta or {}),
+    }
+    data = _st_save(tensors, metadata={_KEY: json.dumps(header)})
+    return atomic_write(path, data)
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The JSON header of a checkpoint, without reading its tensors (checks it is intact)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist.")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise _corrupt(path, f"the file has {size} bytes, too few for a header")
+        (n,) = struct.unpack("<Q", head)
+        if n > size - 8:
+            raise _corrupt(path, f"the header claims {n} bytes but the file has {size}")
+        raw = f.read(n)
+    try:
+        st_header = json.loads(raw)
+        meta = json.loads(st_header["__metadata__"][_KEY])
+    except (ValueError, KeyError, TypeError) as e:
+        raise _corrupt(path, f"its header does not parse ({type(e).__name__}: {e})") from None
+    end = max(
+        (v["data_offsets"][1] for k, v in st_header.items() if k != "__metadata__"), default=0
+    )
+    if 8 + n + end != size:
+        raise _corrupt(path, f"it should have {8 + n + end} bytes but has {size} (truncated?)")
+    return meta
+
+
+def _corrupt(path: Path, why: str) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint {path} is corrupt: {why}. The file was left as it is; resume from "
+        "another checkpoint in the same directory (fxrl resume DIR --checkpoint NAME) or "
+        "start a new run."
+    )
+
+
+def _check_expected(path: Path, meta: dict[str, Any], expect: dict[str, Any]) -> None:
+    for key, want in expect.items():
+        got = meta.get(key)
+        if got == want:
+            continue
+        if isinstance(got, dict) and isinstance(want, dict):
+            diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+            shown = ", ".join(
+                f"{k}: {got.get(k)!r} in the file, {want.get(k)!r} here" for k in diff
+            )
+            raise CheckpointError(
+                f"checkpoint {path} has another {key}: {shown}. Load it with the {key} it was "
+                "written with (fxrl resume reads it from the run's config.json)."
+            )
+        raise CheckpointError(
+            f"checkpoint {path} has {key} {got!r}, expected {want!r}: it belongs to another "
+            "run. Point at the run directory that wrote it."
+        )
+
+
+def load(
+    path: str | Path, template: Any, *, expect: dict[str, Any] | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """Read a checkpoint into a tree shaped like ``template``.
+
+    Args:
+      path: a file written by ``save``.
+      template: a tree with the structure, shapes and dtypes the checkpoint must have
+        (``vmap(algo.init)(keys)`` for a run's TrainState); its values are not used.
+      expect: header entries that must match (``{"algorithm": "ppo", "config": {...}}``).
+    Returns:
+      ``(state, meta)``.
+    Raises:
+      CheckpointError: truncated or corrupt file, other algorithm/config, or a tree that
+        differs from the template (the message names the leaf); the file is not touched.
+    """
+    path = Path(path)
+    meta = read_meta(path)
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(
+            f"checkpoint {path} has format {meta.get('format')!r}; this fxrl "
+            f"({fxrl.__version__}) reads format {FORMAT}. Load it with fxrl "
+            f"{meta.get('fxrl_version')}."
+        )
+    _check_expected(path, meta, expect or {})
+    try:
+        tensors = _st_load(path.read_bytes())
+    except Exception as e:
+        raise _corrupt(path, f"safetensors cannot read it ({e})") from None
+    if _digest(tensors) != meta.get("sha256"):
+        raise _corrupt(path, "its tensor bytes do not match the SHA-256 in its header")
+    want = _named_leaves("checkpoint.load", template)
+    _check_tree(path, meta, tensors, want)
+    leaves = [tensors[n] for n in want]
+    return tree.unflatten(tree.structure(template), leaves), meta
+
+
+def _check_tree(
+    path: Path, meta: dict[str, Any], got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]
+) -> None:
+    missing, extra = [n for n in want if n not in got], [n for n in got if n not in want]
+    problems = []
+    if missing:
+        problems.append(f"missing leaves {missing[:5]}")
+    if extra:
+        problems.append(f"unexpected leaves {extra[:5]}")
+    for n, t in want.items():
+        if n in got and (got[n].shape != t.shape or got[n].dtype != t.dtype):
+            g = got[n]
+            problems.append(
+                f"leaf {n!r} is {list(g.shape)} {g.dtype} in the file, "
+                f"{list(t.shape)} {t.dtype} here"
+            )
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {path} does not fit this TrainState: {'; '.join(problems[:3])}. It "
+            f"was written by fxrl {meta.get('fxrl_version')} (this is {fxrl.__version__}) "
+            "with another algorithm, config or number of seeds; load it with those, or "
+            "start a new run."
+        )

@@ -1,0 +1,121 @@
+"""A run's ``config.json``: the algorithm's Config, the seeds, the key, the versions.
+
+write_run_config(run_dir, "ppo", config, num_seeds=8, seed=0, total_steps=500_000)
+info = read_run_config(run_dir)        # dict; info["config"] is the Config dataclass
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import json
+import platform
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+import fxrl
+from fxrl import algorithms, random
+from fxrl.run.checkpoint import atomic_write
+
+__all__ = [
+    "algorithm_module",
+    "config_from_json",
+    "config_to_json",
+    "read_run_config",
+    "write_run_config",
+]
+
+
+def algorithm_module(name: str) -> ModuleType:
+    """The module of algorithm ``name``: ``"ppo"``, ``"dqn"``..., or an importable module path
+    (``"mypkg.my_algo"``) exposing ``Config`` and ``make`` like the built-in ones."""
+    if name not in algorithms.NAMES and _importable(name):
+        module = importlib.import_module(name)
+        if not (hasattr(module, "Config") and hasattr(module, "make")):
+            raise ValueError(f"algorithm module {name!r} has no Config and make(config).")
+        return module
+    return algorithms.get(name)
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def config_to_json(config: Any) -> dict[str, Any]:
+    """A Config dataclass as plain JSON values (tuples become lists, dtypes strings)."""
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+
+
+def config_from_json(cls: type, data: dict[str, Any]) -> Any:
+    """Rebuild ``cls(**data)`` from ``config_to_json``'s output (lists back into tuples)."""
+    defaults = cls()
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(
+            f"config.json has fields {unknown} that {cls.__module__}.{cls.__name__} does not "
+            "know: it was written by another fxrl version. Train a new run, or use that version."
+        )
+    kwargs = {}
+    for k, v in data.items():
+        default = getattr(defaults, k)
+        if isinstance(default, tuple) and isinstance(v, list):
+            v = tuple(v)
+        elif isinstance(default, torch.dtype) and isinstance(v, str):
+            v = getattr(torch, v.removeprefix("torch."))
+        kwargs[k] = v
+    return cls(**kwargs)
+
+
+def write_run_config(
+    run_dir: str | Path,
+    algorithm: str,
+    config: Any,
+    *,
+    num_seeds: int,
+    seed: int,
+    total_steps: int,
+    compile: bool,
+) -> Path:
+    """Write ``run_dir/config.json``: everything needed to rebuild and continue the run."""
+    info = {
+        "algorithm": algorithm,
+        "config": config_to_json(config),
+        "num_seeds": num_seeds,
+        "seed": seed,
+        "key": random.key(seed).tolist(),
+        "total_steps": total_steps,
+        "compile": compile,
+        "fxrl_version": fxrl.__version__,
+        "torch_version": torch.__version__,
+        "python_version": sys.version.split()[0],
+        "platform": platform.platform(),
+    }
+    return atomic_write(Path(run_dir) / "config.json", (json.dumps(info, indent=2) + "\n").encode())
+
+
+def read_run_config(run_dir: str | Path) -> dict[str, Any]:
+    """``config.json`` of a run directory, with ``"config"`` rebuilt as the Config dataclass."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{run_dir} has no config.json: not a run directory. fxrl train ALGO --out DIR "
+            "makes one."
+        )
+    try:
+        info = json.loads(path.read_text())
+    except ValueError as e:
+        raise ValueError(
+            f"{path} is not valid JSON ({e}); restore it or start a new run."
+        ) from None
+    info["config_json"] = info["config"]
+    info["config"] = config_from_json(algorithm_module(info["algorithm"]).Config, info["config"])
+    return info

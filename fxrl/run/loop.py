@@ -1,0 +1,279 @@
+"""The Python loop around ``update``: seeds, progress, metrics, curves, checkpoints, resume.
+
+    result = train("ppo", ppo.Config(env="CartPole-v1"), "runs/cartpole", num_seeds=8)
+    result = resume("runs/cartpole")          # continues an interrupted run, same key stream
+
+``num_seeds`` TrainStates are trained together by ``vmap(algo.update)`` (compiled with
+``compile=True``). After every iteration the loop appends one metrics row per seed, checks
+the losses and params are finite, and updates the progress bar; every ``checkpoint_every``
+seconds (and at the end, or on Ctrl-C) it writes ``checkpoints/latest.safetensors`` (the
+one before becomes ``previous.safetensors``) and, if the mean return across seeds is the
+best so far, ``best.safetensors``. The run's randomness is all in the TrainState's keys,
+so a resumed run equals the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fxrl import random, tree
+from fxrl.run import checkpoint
+from fxrl.run.config_io import algorithm_module, config_to_json, read_run_config, write_run_config
+from fxrl.run.metrics import MetricsWriter, read_rows, rows_from_metrics
+from fxrl.run.plots import plot_runs
+from fxrl.run.progress import Progress
+
+__all__ = ["NonFiniteError", "RunResult", "resume", "train"]
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or a param became NaN/inf; the run stopped, its last good checkpoint kept."""
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What ``train``/``resume`` return: the final batched TrainState and where it stands."""
+
+    run_dir: Path
+    state: Any
+    iteration: int
+    steps: int
+    returns: dict[int, float]  # each seed's latest finished-episode return
+    interrupted: bool
+
+
+def train(
+    algorithm: str,
+    config: Any,
+    run_dir: str | Path,
+    *,
+    num_seeds: int = 1,
+    seed: int = 0,
+    total_steps: int | None = None,
+    compile: bool = False,
+    **loop_kw: Any,
+) -> RunResult:
+    """Train ``num_seeds`` agents of ``algorithm`` together, writing the run to ``run_dir``.
+
+    Args:
+      algorithm: ``"ppo"``, ``"dqn"``... or a module path with ``Config`` and ``make``.
+      config: that algorithm's Config.
+      run_dir: the run directory (created; must not hold a run already).
+      num_seeds: agents trained together (one vmapped update).
+      seed: the run's key is ``random.key(seed)``, split into one key per agent.
+      total_steps: env steps per agent; defaults to ``config.total_steps``.
+      compile: ``torch.compile`` the batched update (faster for long runs; compiling
+        costs seconds to minutes).
+      loop_kw: ``quiet``, ``tensorboard``, ``checkpoint_every``, ``plot_every``,
+        ``max_iterations`` (stop after this many iterations, resumable).
+    """
+    total = _total_steps(config, total_steps)
+    if not isinstance(num_seeds, int) or num_seeds < 1:
+        raise ValueError(f"train: num_seeds must be a positive int, got {num_seeds!r}.")
+    run_dir = Path(run_dir)
+    if (run_dir / "config.json").exists():
+        raise FileExistsError(
+            f"train: {run_dir} already holds a run. Continue it with `fxrl resume {run_dir}`, "
+            "or choose another --out."
+        )
+    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    write_run_config(
+        run_dir, algorithm, config, num_seeds=num_seeds, seed=seed, total_steps=total,
+        compile=compile,
+    )  # fmt: skip
+    return _run(run_dir, read_run_config(run_dir), None, **loop_kw)
+
+
+def resume(run_dir: str | Path, *, checkpoint_name: str = "latest", **loop_kw: Any) -> RunResult:
+    """Continue the run in ``run_dir`` from ``checkpoints/<checkpoint_name>.safetensors``."""
+    run_dir = Path(run_dir)
+    info = read_run_config(run_dir)
+    path = run_dir / "checkpoints" / f"{checkpoint_name}.safetensors"
+    if not path.exists():
+        have = sorted(p.stem for p in (run_dir / "checkpoints").glob("*.safetensors"))
+        raise FileNotFoundError(
+            f"resume: {path} does not exist; checkpoints in {run_dir}: {have or 'none'}."
+        )
+    return _run(run_dir, info, path, **loop_kw)
+
+
+def _total_steps(config: Any, total_steps: int | None) -> int:
+    own = getattr(config, "total_steps", None)
+    if total_steps is not None and own is not None and total_steps != own:
+        raise ValueError(
+            f"train: total_steps={total_steps} but config.total_steps={own}; give one "
+            "(the CLI's --total-steps sets config.total_steps)."
+        )
+    total = total_steps if total_steps is not None else own
+    if not isinstance(total, int) or total < 1:
+        raise ValueError(f"train: total_steps must be a positive int, got {total!r}.")
+    return total
+
+
+def build(info: dict[str, Any]) -> tuple[Any, Any]:
+    """``(algo, template)``: the algorithm and its initial batched TrainState for a run."""
+    algo = algorithm_module(info["algorithm"]).make(info["config"])
+    keys = random.split(torch.tensor(info["key"], dtype=torch.int64), info["num_seeds"])
+    return algo, torch.func.vmap(algo.init)(keys)
+
+
+def _expect(info: dict[str, Any]) -> dict[str, Any]:
+    return {"algorithm": info["algorithm"], "config": config_to_json(info["config"])}
+
+
+def _check_finite(iteration: int, metrics: dict[str, torch.Tensor], state: Any) -> None:
+    bad = {k: v for k, v in metrics.items() if "loss" in k and not bool(torch.isfinite(v).all())}
+    params = getattr(state, "params", None)
+    if params is not None:
+        for name, leaf in zip(tree.path_names(params, "/"), tree.leaves(params), strict=True):
+            if leaf.is_floating_point() and not bool(torch.isfinite(leaf).all()):
+                bad[f"params/{name}"] = leaf
+    if bad:
+        name, value = next(iter(bad.items()))
+        seeds = torch.nonzero(~torch.isfinite(value.reshape(value.shape[0], -1)).all(-1))
+        raise NonFiniteError(
+            f"iteration {iteration}: {name} is not finite (NaN/inf) for seeds "
+            f"{seeds.reshape(-1).tolist()} (also: {sorted(bad)[:4]}). The run stopped; the "
+            "last good checkpoint is kept. Lower the learning rate or clip gradients."
+        )
+
+
+def _mean(returns: dict[int, float]) -> float:
+    vals = [v for v in returns.values() if math.isfinite(v)]
+    return sum(vals) / len(vals) if vals else -math.inf
+
+
+def _run(
+    run_dir: Path,
+    info: dict[str, Any],
+    ckpt_path: Path | None,
+    *,
+    quiet: bool = False,
+    tensorboard: bool = False,
+    checkpoint_every: float = 60.0,
+    plot_every: float = 30.0,
+    max_iterations: int | None = None,
+) -> RunResult:
+    algo, state = build(info)
+    meta: dict[str, Any] = {"iteration": 0, "steps": 0, "best_return": -math.inf}
+    if ckpt_path is not None:
+        state, meta = checkpoint.load(ckpt_path, state, expect=_expect(info))
+    iteration, steps = meta["iteration"], meta["steps"]
+    best = meta.get("best_return")
+    best = -math.inf if best is None else best
+    writer = MetricsWriter(run_dir, tensorboard=tensorboard, keep_until=iteration)
+    returns = {int(k): float(v) for k, v in meta.get("returns", {}).items()}
+    ckpts = run_dir / "checkpoints"
+    num_iters = math.ceil(info["total_steps"] / algo.steps_per_update)
+    update = torch.func.vmap(algo.update)
+    if info["compile"]:
+        update = torch.compile(update)
+
+    def save() -> None:
+        nonlocal best
+        m = {**_expect(info), "iteration": iteration, "steps": steps, "returns": returns}
+        latest = ckpts / "latest.safetensors"
+        if latest.exists():
+            os.replace(latest, ckpts / "previous.safetensors")
+        improved = _mean(returns) > best
+        best = max(best, _mean(returns))
+        m["best_return"] = best if math.isfinite(best) else None
+        checkpoint.save(latest, state, m)
+        if improved:
+            checkpoint.save(ckpts / "best.safetensors", state, m)
+
+    stop = {"now": False}
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if stop["now"]:
+            raise KeyboardInterrupt
+        stop["now"] = True
+
+    old_handler = signal.signal(signal.SIGINT, on_sigint)
+    t_start, last_ckpt, last_plot, first_call = time.perf_counter(), time.perf_counter(), 0.0, None
+    session_iters = 0
+    try:
+        with Progress(
+            num_iters * algo.steps_per_update, steps, num_seeds=info["num_seeds"], quiet=quiet
+        ) as bar:
+            while iteration < num_iters and not stop["now"]:
+                if max_iterations is not None and session_iters >= max_iterations:
+                    break
+                t0 = time.perf_counter()
+                new_state, metrics = update(state)
+                _check_finite(iteration + 1, metrics, new_state)
+                state, iteration, session_iters = new_state, iteration + 1, session_iters + 1
+                steps = int(metrics["steps"].reshape(-1)[0])
+                dt = time.perf_counter() - t0
+                first_call = dt if first_call is None else first_call
+                rows = rows_from_metrics(
+                    iteration, metrics,
+                    {"steps_per_s": round(algo.steps_per_update * info["num_seeds"] / dt, 1),
+                     "time": round(time.perf_counter() - t_start, 3)},
+                )  # fmt: skip
+                writer.write(rows)
+                for r in rows:
+                    if r.get("episode_return") is not None:
+                        returns[r["seed"]] = float(r["episode_return"])
+                bar.update(steps, rows)
+                now = time.perf_counter()
+                if now - last_ckpt >= checkpoint_every:
+                    save()
+                    last_ckpt = now
+                if now - last_plot >= plot_every:
+                    plot_runs([run_dir], run_dir / "curve.png", title=_title(info))
+                    last_plot = now
+            if stop["now"]:
+                bar.log(f"interrupted at step {steps:,}: writing a checkpoint")
+            save()
+        plot_runs([run_dir], run_dir / "curve.png", title=_title(info))
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
+        writer.close()
+    if first_call is not None:
+        _summary(run_dir, info, algo, session_iters, time.perf_counter() - t_start, first_call)
+    return RunResult(run_dir, state, iteration, steps, returns, stop["now"])
+
+
+def _title(info: dict[str, Any]) -> str:
+    env = getattr(info["config"], "env", "")
+    return f"{info['algorithm']} {env} ({info['num_seeds']} seeds)".replace("  ", " ")
+
+
+def _summary(
+    run_dir: Path, info: dict[str, Any], algo: Any, iters: int, seconds: float, first: float
+) -> None:
+    """Append this session's timing to ``run_dir/timing.jsonl`` (compile time apart)."""
+    import json
+
+    line = {
+        "iterations": iters,
+        "seconds": round(seconds, 3),
+        "first_iteration_s": round(first, 3),
+        "steps_per_s_after_first": round(
+            (iters - 1) * algo.steps_per_update * info["num_seeds"] / max(seconds - first, 1e-9), 1
+        )
+        if iters > 1
+        else None,
+        "compile": info["compile"],
+        "threads": torch.get_num_threads(),
+    }
+    with open(run_dir / "timing.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def final_returns(run_dir: str | Path) -> dict[int, float]:
+    """Each seed's last finished-episode return in a run's ``metrics.jsonl``."""
+    out: dict[int, float] = {}
+    for r in read_rows(Path(run_dir) / "metrics.jsonl"):
+        if r.get("episode_return") is not None:
+            out[r["seed"]] = r["episode_return"]
+    return out
