@@ -1,0 +1,304 @@
+"""Replay buffers as pytrees: ``init``, ``add``, ``sample``, ``update_priorities``.
+
+A buffer is a frozen ``Buffer`` of tensors: storage preallocated from one example
+transition (dtypes kept, so uint8 pixels stay uint8), a cursor, a size, per-slot episode
+starts and, for prioritized buffers, a sum tree and a min tree (``fxrl.buffers.sumtree``).
+
+The one exception to purity in fxrl: ``add`` and ``update_priorities`` write the storage
+and the priority trees **in place** and return a new ``Buffer`` that shares them (with a
+new cursor and size), so adding 100 frames to a 100k-frame Atari buffer copies 100 frames,
+not the buffer. Use the returned buffer and drop the old one. ``sample`` is pure.
+
+Everything vmaps: a buffer whose leaves carry a leading seed dim (``tree.stack`` of
+buffers) is one buffer per seed, and ``torch.func.vmap(add)`` / ``vmap(sample)`` act per
+seed. Checks that read tensor values (an empty buffer, negative priorities) run in eager
+code only; shape and dtype checks run everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from fxrl import random, tree
+from fxrl.buffers import frames, sumtree
+from fxrl.buffers.checks import batch_size_of, check_key, eager, int_arg
+
+__all__ = ["Buffer", "add", "init", "sample", "update_priorities"]
+
+
+@tree.dataclass
+class Buffer:
+    storage: Any  # pytree like the example; leaves [capacity, *shape]
+    cursor: Tensor  # [] int64, the next slot written
+    size: Tensor  # [] int64, number of filled slots
+    episode_start: Tensor  # [capacity] bool: the slot's transition starts an episode
+    sums: tuple[Tensor, ...]  # sum tree levels (empty for uniform buffers), float64
+    mins: tuple[Tensor, ...]  # min tree levels (empty for uniform buffers), float64
+    max_priority: Tensor  # [] float64, the largest (priority + eps) seen; new items get it
+    capacity: int = tree.field(static=True)
+    prioritized: bool = tree.field(static=True, default=False)
+    alpha: float = tree.field(static=True, default=0.6)
+    beta: float = tree.field(static=True, default=0.4)
+    eps: float = tree.field(static=True, default=1e-6)
+    frame_stack: int = tree.field(static=True, default=0)
+    shapes: tuple = tree.field(static=True, default=())  # the example's leaf shapes
+
+
+def init(
+    example: Any,
+    capacity: int,
+    prioritized: bool = False,
+    alpha: float = 0.6,
+    beta: float = 0.4,
+    eps: float = 1e-6,
+    *,
+    frame_stack: int = 0,
+    storage: str = "memory",
+    path: str | None = None,
+) -> Buffer:
+    """An empty buffer for transitions shaped like ``example``.
+
+    Args:
+      example: one transition, a pytree of tensors (no batch dim), e.g. ``{"obs": [4, 84,
+        84] uint8, "action": [] int64, "reward": [] float32, "next_obs": ..., ...}``.
+      capacity: number of transitions kept; older ones are overwritten (a ring).
+      prioritized: sample in proportion to ``priority ** alpha`` (Schaul et al. 2016).
+      alpha, beta, eps: priority exponent, importance-weight exponent (``sample`` may
+        override it, for annealing), and the constant added to every priority.
+      frame_stack: ``S > 0`` stores only the newest frame of ``example["obs"]`` and
+        ``example["next_obs"]`` (both ``[S, ...]``, oldest frame first) and rebuilds the
+        stacks when sampling; exact for stacks that start an episode by repeating its
+        first frame (``fxrl.transforms.frame_stack``, gymnasium's FrameStackObservation).
+        Needs one stream of consecutive steps per buffer (one env; vmap for more).
+      storage: ``"memory"`` or ``"memmap"`` (one file per leaf under ``path``, paged by
+        the OS: the buffer may exceed RAM).
+    Returns:
+      A ``Buffer`` (a pytree).
+    """
+    capacity = int_arg("init", "capacity", capacity, minimum=1)
+    named = tree.flatten_with_paths(example)
+    for p, x in named:
+        if not isinstance(x, Tensor):
+            raise TypeError(
+                f"fxrl.buffers.init: example leaf {tree._path_str(p)} is {type(x).__name__}; "
+                "expected a tensor for every leaf (one transition, no batch dim)."
+            )
+    if storage not in ("memory", "memmap") or (storage == "memmap") != (path is not None):
+        raise ValueError(
+            f"fxrl.buffers.init: got storage={storage!r}, path={path!r}; expected "
+            "storage='memory' (no path) or storage='memmap' with path=DIRECTORY."
+        )
+    if prioritized and frame_stack:
+        raise ValueError(
+            "fxrl.buffers.init: prioritized=True with frame_stack is not supported; use "
+            "frame_stack=0 (full stacks) or storage='memmap' for a large prioritized buffer."
+        )
+    stored = frames.stored_example(example, frame_stack) if frame_stack else example
+    device = tree.leaves(example)[0].device if named else None
+    if storage == "memmap":
+        leaves = [
+            _memmap(path, name, capacity, x)
+            for name, x in zip(tree.path_names(stored), tree.leaves(stored), strict=True)
+        ]
+        store = tree.unflatten(tree.structure(stored), leaves)
+    else:
+        store = tree.map(lambda x: torch.zeros((capacity, *x.shape), dtype=x.dtype), stored)
+    sums, mins = sumtree.empty(capacity, device) if prioritized else ((), ())
+    zero = torch.zeros((), dtype=torch.int64, device=device)
+    return Buffer(
+        storage=store,
+        cursor=zero,
+        size=zero.clone(),
+        episode_start=torch.zeros(capacity, dtype=torch.bool, device=device),
+        sums=sums,
+        mins=mins,
+        max_priority=torch.ones((), dtype=torch.float64, device=device),
+        capacity=capacity,
+        prioritized=bool(prioritized),
+        alpha=float(alpha),
+        beta=float(beta),
+        eps=float(eps),
+        frame_stack=int(frame_stack),
+        shapes=tuple(tuple(x.shape) for x in tree.leaves(example)),
+    )
+
+
+def _memmap(path: str, name: str, capacity: int, x: Tensor) -> Tensor:
+    import os
+
+    os.makedirs(path, exist_ok=True)
+    n = capacity * x.numel()
+    flat = torch.from_file(os.path.join(path, f"{name}.bin"), shared=True, size=n, dtype=x.dtype)
+    return flat.view(capacity, *x.shape)
+
+
+def add(buf: Buffer, batch: Any) -> Buffer:
+    """Append a batch of transitions (leaves ``[n, *example_shape]``, any ``n``).
+
+    Writes slots ``cursor, cursor + 1, ...`` modulo capacity in place (when ``n`` exceeds
+    the capacity only the last ``capacity`` transitions are kept). New items of a
+    prioritized buffer get the largest priority seen so far. Episode starts are taken
+    from ``batch["is_init"]`` if present, else from the previous step's ``terminated |
+    truncated``; the first transition ever added starts an episode.
+    """
+    n = batch_size_of("add", buf, batch)
+    start = _episode_starts(buf, batch, n)
+    skip = max(n - buf.capacity, 0)
+    m = n - skip
+    pos = (buf.cursor + skip + torch.arange(m, device=buf.cursor.device)) % buf.capacity
+    stored = frames.to_stored(batch, buf.frame_stack) if buf.frame_stack else batch
+    for store, x in zip(tree.leaves(buf.storage), tree.leaves(stored), strict=True):
+        store.index_put_((pos,), x[skip:])
+    buf.episode_start.index_put_((pos,), start[skip:])
+    if buf.prioritized:
+        top = (buf.max_priority**buf.alpha).expand(m)
+        sumtree.assign(buf.sums, buf.mins, pos, top)
+    return buf.replace(
+        cursor=(buf.cursor + n) % buf.capacity,
+        size=torch.clamp(buf.size + n, max=buf.capacity),
+    )
+
+
+def _episode_starts(buf: Buffer, batch: Any, n: int) -> Tensor:
+    """[n] bool: which transitions of the batch start an episode."""
+    if isinstance(batch, dict) and "is_init" in batch:
+        return batch["is_init"].to(torch.bool)
+    first = buf.size == 0
+    if isinstance(batch, dict) and ("terminated" in batch or "truncated" in batch):
+        done = _done(batch)
+        last = (buf.cursor - 1) % buf.capacity
+        prev = _done(buf.storage)[last] | first
+        return torch.cat([prev.unsqueeze(0), done[:-1]])
+    return torch.cat(
+        [first.unsqueeze(0), torch.zeros(n - 1, dtype=torch.bool, device=first.device)]
+    )
+
+
+def _done(fields: dict) -> Tensor:
+    flags = [fields[k].to(torch.bool) for k in ("terminated", "truncated") if k in fields]
+    return flags[0] | flags[1] if len(flags) == 2 else flags[0]
+
+
+def sample(
+    buf: Buffer,
+    key: Tensor,
+    batch_size: int,
+    *,
+    replace: bool = True,
+    beta: float | Tensor | None = None,
+) -> tuple[Any, dict[str, Tensor]]:
+    """Draw ``batch_size`` transitions: uniformly, or by priority for prioritized buffers.
+
+    Args:
+      buf: a non-empty buffer.
+      key: [2] random key.
+      batch_size: number of transitions.
+      replace: ``False`` draws distinct transitions (``batch_size <= size``; costs one
+        random number per slot of the buffer).
+      beta: importance-weight exponent; defaults to the buffer's.
+    Returns:
+      ``(batch, info)``: batch leaves ``[batch_size, *shape]``; ``info["index"]`` [B]
+      int64 slots (for ``update_priorities``); ``info["weight"]`` [B] float32 importance
+      weights ``(N * P(i)) ** -beta / max_j (N * P(j)) ** -beta`` (ones when uniform).
+    """
+    check_key("sample", key)
+    batch_size = int_arg("sample", "batch_size", batch_size, minimum=1)
+    if eager(buf.size):
+        _check_can_sample(buf, batch_size, replace)
+    lowest = frames.lowest_age(buf) if buf.frame_stack else 0
+    oldest = (buf.cursor - buf.size) % buf.capacity
+    if buf.prioritized:
+        index = _draw_prioritized(buf, key, batch_size, replace)
+    elif replace:
+        age = random.randint(key, (batch_size,), lowest, buf.size)
+        index = (oldest + age) % buf.capacity
+    else:
+        age = (torch.arange(buf.capacity, device=key.device) - oldest) % buf.capacity
+        score = random.uniform(key, (buf.capacity,))
+        score = torch.where((age >= lowest) & (age < buf.size), score, -1.0)
+        index = torch.topk(score, batch_size).indices
+    if buf.frame_stack:
+        batch = frames.gather(buf, index)
+    else:
+        batch = tree.map(lambda x: x[index], buf.storage)
+    return batch, {"index": index, "weight": _weights(buf, index, beta)}
+
+
+def _check_can_sample(buf: Buffer, batch_size: int, replace: bool) -> None:
+    size = int(buf.size)
+    lowest = int(frames.lowest_age(buf)) if buf.frame_stack else 0
+    if size - lowest <= 0:
+        raise ValueError(
+            "fxrl.buffers.sample: the buffer is empty (size 0); add(buf, batch) before "
+            "sampling, e.g. after a warm-up of random actions."
+        )
+    if buf.prioritized:
+        size = int((buf.sums[-1] > 0).sum())
+    if not replace and batch_size > size - lowest:
+        raise ValueError(
+            f"fxrl.buffers.sample: batch_size={batch_size} without replacement but the "
+            f"buffer holds {size - lowest} transitions that can be drawn; use "
+            f"batch_size <= {size - lowest}, or replace=True."
+        )
+
+
+def _draw_prioritized(buf: Buffer, key: Tensor, batch_size: int, replace: bool) -> Tensor:
+    leaves = buf.sums[-1]
+    if replace:
+        mass = random.uniform(key, (batch_size,), dtype=torch.float64) * buf.sums[0][0]
+        return sumtree.find(buf.sums, mass)
+    # Efraimidis & Spirakis (2006): the top-k of u ** (1 / p) is a draw without
+    # replacement in proportion to p; in logs, log(u) / p.
+    u = random.uniform(key, (leaves.shape[-1],), dtype=torch.float64)
+    score = torch.where(leaves > 0, torch.log1p(-u) / leaves, -torch.inf)
+    return torch.topk(score, batch_size).indices
+
+
+def _weights(buf: Buffer, index: Tensor, beta: float | Tensor | None) -> Tensor:
+    if not buf.prioritized:
+        return torch.ones(index.shape, device=index.device)
+    beta = buf.beta if beta is None else beta
+    # (N P(i))^-beta / max_j (N P(j))^-beta = (p_i / p_min)^-beta: N and the total cancel.
+    return (buf.sums[-1][index] / buf.mins[0][0]).pow(-beta).float()
+
+
+def update_priorities(buf: Buffer, index: Tensor, priority: Tensor) -> Buffer:
+    """Set the priorities of slots ``index`` [K] to ``priority`` [K] (>= 0, e.g. |TD error|).
+
+    Stores ``(priority + eps) ** alpha``; thousands of indices go in one vectorised call.
+    A slot named more than once keeps the largest of its priorities. Writes the trees in
+    place and returns the buffer with an updated maximum priority.
+    """
+    if not buf.prioritized:
+        raise ValueError(
+            "fxrl.buffers.update_priorities: this buffer is uniform; create it with "
+            "init(example, capacity, prioritized=True) to use priorities."
+        )
+    if not isinstance(index, Tensor) or index.ndim != 1 or index.dtype != torch.int64:
+        raise ValueError(
+            f"fxrl.buffers.update_priorities: index is {_desc(index)}; expected int64 [K], "
+            "such as info['index'] from sample."
+        )
+    if not isinstance(priority, Tensor) or priority.shape != index.shape:
+        raise ValueError(
+            f"fxrl.buffers.update_priorities: priority is {_desc(priority)}; expected a "
+            f"float tensor of index's shape {list(index.shape)}. For TD errors of shape "
+            "[K, 1], pass td_error.abs().squeeze(-1)."
+        )
+    priority = priority.detach().to(torch.float64) + buf.eps
+    if eager(priority) and not bool(((priority > 0) & torch.isfinite(priority)).all()):
+        raise ValueError(
+            "fxrl.buffers.update_priorities: priority has negative, NaN or infinite "
+            "values; expected finite values >= 0 (pass td_error.abs())."
+        )
+    sumtree.assign(buf.sums, buf.mins, index, priority**buf.alpha)
+    return buf.replace(max_priority=torch.maximum(buf.max_priority, priority.max()))
+
+
+def _desc(x: Any) -> str:
+    if isinstance(x, Tensor):
+        return f"a tensor {list(x.shape)} {str(x.dtype).removeprefix('torch.')}"
+    return f"{type(x).__name__}"

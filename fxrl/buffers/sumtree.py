@@ -1,0 +1,74 @@
+"""Sum and min trees over priorities, held in a tuple of tensors (one per level).
+
+The trees are 32-ary rather than binary: 100k or 1M leaves need 4 levels instead of 17 or
+20, and in eager torch the cost of a tree walk is the number of ops (a few microseconds
+each), not the arithmetic, which is tiny for a batch of a few hundred. Level ``d`` holds
+``sizes[d]`` nodes; node ``i`` of a level has children ``i * 32 .. i * 32 + 31`` below it.
+Levels are padded with zeros (sum tree) and ``+inf`` (min tree), so padding is never
+sampled and never the minimum.
+
+Everything here is vectorised over the batch of indices (no Python loop over items); the
+only loop is over the (static, ~4) levels. Writes are in place, like the buffer storage.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+BRANCH = 32
+
+
+def level_sizes(capacity: int) -> tuple[int, ...]:
+    """Node counts per level, root first: ``level_sizes(100_000) == (1, 32, 128, 3136, 100000)``."""
+    n = -(-capacity // BRANCH) * BRANCH
+    sizes = [n]
+    while n > 1:
+        n //= BRANCH
+        if n > 1:
+            n = -(-n // BRANCH) * BRANCH
+        sizes.append(n)
+    return tuple(reversed(sizes))
+
+
+def empty(capacity: int, device: torch.device | None = None) -> tuple[tuple[Tensor, ...], ...]:
+    """A sum tree (zeros) and a min tree (``+inf``) with no priorities set, float64."""
+    sizes = level_sizes(capacity)
+    sums = tuple(torch.zeros(n, dtype=torch.float64, device=device) for n in sizes)
+    mins = tuple(torch.full((n,), torch.inf, dtype=torch.float64, device=device) for n in sizes)
+    return sums, mins
+
+
+def assign(sums: tuple[Tensor, ...], mins: tuple[Tensor, ...], index: Tensor, value: Tensor):
+    """Set leaves ``index`` [K] to ``value`` [K] (float64 > 0) and refresh their ancestors.
+
+    Duplicate indices keep the largest of their values (``scatter_reduce`` with ``amax``),
+    which is deterministic and independent of their order in the batch. Returns nothing:
+    the trees are written in place.
+    """
+    sums[-1].index_fill_(0, index, 0.0)
+    sums[-1].scatter_reduce_(0, index, value, "amax")
+    mins[-1].index_put_((index,), sums[-1][index])
+    for d in range(len(sums) - 1, 0, -1):
+        index = torch.div(index, BRANCH, rounding_mode="floor")
+        sums[d - 1].index_put_((index,), sums[d].view(-1, BRANCH)[index].sum(-1))
+        mins[d - 1].index_put_((index,), mins[d].view(-1, BRANCH)[index].amin(-1))
+
+
+def find(sums: tuple[Tensor, ...], mass: Tensor) -> Tensor:
+    """The leaf whose prefix-sum interval holds ``mass`` [B] (float64 in [0, total)).
+
+    Walks down one level per step: gather the 32 children of each current node, take their
+    running sum and step into the first child whose running sum exceeds the mass left.
+    ``mass`` is kept below each node's own sum, so a zero-priority leaf is never returned
+    even when float rounding makes a parent's sum differ from its children's by an ulp.
+    """
+    node = torch.zeros_like(mass, dtype=torch.int64)
+    for level in sums[1:]:
+        children = level.view(-1, BRANCH)[node]
+        running = children.cumsum(-1)
+        mass = torch.minimum(mass, running[:, -1] * (1.0 - 2.0**-40))
+        child = (running <= mass.unsqueeze(-1)).sum(-1, keepdim=True)
+        mass = mass - (running - children).gather(-1, child).squeeze(-1)
+        node = node * BRANCH + child.squeeze(-1)
+    return node

@@ -1,0 +1,141 @@
+"""Uniform replay: storage, wrap-around order, sampling, vmap over seeds, bad input."""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fxrl import buffers, random, tree
+from fxrl.testing import keys
+
+
+def example():
+    return {
+        "obs": torch.zeros(3, 2, dtype=torch.uint8),
+        "action": torch.zeros((), dtype=torch.int64),
+        "reward": torch.zeros(()),
+        "terminated": torch.zeros((), dtype=torch.bool),
+    }
+
+
+def numbered(start, n):
+    """n transitions whose every field encodes its global step number."""
+    t = torch.arange(start, start + n)
+    return {
+        "obs": (t % 256).to(torch.uint8).view(n, 1, 1).expand(n, 3, 2).contiguous(),
+        "action": t,
+        "reward": t.float(),
+        "terminated": t % 5 == 4,
+    }
+
+
+def test_storage_is_preallocated_with_the_example_dtypes():
+    buf = buffers.init(example(), 100)
+    assert buf.storage["obs"].shape == (100, 3, 2) and buf.storage["obs"].dtype == torch.uint8
+    assert buf.storage["action"].dtype == torch.int64
+    assert int(buf.size) == 0 and int(buf.cursor) == 0
+
+
+@given(sizes=st.lists(st.integers(1, 25), min_size=1, max_size=8), capacity=st.integers(1, 20))
+def test_add_keeps_the_last_capacity_transitions_in_ring_order(sizes, capacity):
+    buf, step = buffers.init(example(), capacity), 0
+    for n in sizes:
+        buf = buffers.add(buf, numbered(step, n))
+        step += n
+    # Naive model: a Python list of step numbers written one by one into a ring.
+    ring = [0] * capacity
+    for i in range(step):
+        ring[i % capacity] = i
+    size = min(step, capacity)
+    assert int(buf.size) == size and int(buf.cursor) == step % capacity
+    assert buf.storage["action"][:size].tolist() == ring[:size]
+    assert torch.equal(buf.storage["obs"][:, 0, 0], buf.storage["action"].to(torch.uint8))
+
+
+@given(key=keys(), n=st.integers(1, 40))
+def test_sample_returns_stored_transitions_of_filled_slots_only(key, n):
+    buf = buffers.add(buffers.init(example(), 32), numbered(100, n))
+    batch, info = buffers.sample(buf, key, 64)
+    assert set(batch) == set(example()) and batch["obs"].shape == (64, 3, 2)
+    assert ((info["index"] >= 0) & (info["index"] < min(n, 32))).all()
+    assert torch.equal(batch["action"], buf.storage["action"][info["index"]])
+    assert torch.equal(info["weight"], torch.ones(64))
+
+
+def test_sample_is_pure_same_key_same_batch_and_buffer_unchanged():
+    buf = buffers.add(buffers.init(example(), 50), numbered(0, 40))
+    before = tree.map(torch.clone, buf)
+    a, _ = buffers.sample(buf, random.key(3), 16)
+    b, _ = buffers.sample(buf, random.key(3), 16)
+    assert all(torch.equal(x, y) for x, y in zip(tree.leaves(a), tree.leaves(b), strict=True))
+    assert all(
+        torch.equal(x, y) for x, y in zip(tree.leaves(buf), tree.leaves(before), strict=True)
+    )
+
+
+def test_uniform_sampling_frequencies_are_flat_by_chi_square():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    buf = buffers.add(buffers.init(example(), 50), numbered(0, 50))
+    _, info = buffers.sample(buf, random.key(0), 50_000)
+    counts = torch.bincount(info["index"], minlength=50).double()
+    assert scipy_stats.chisquare(counts.numpy()).pvalue > 1e-3
+
+
+def test_sample_without_replacement_draws_distinct_filled_slots():
+    buf = buffers.add(buffers.init(example(), 64), numbered(0, 20))
+    _, info = buffers.sample(buf, random.key(1), 20, replace=False)
+    assert sorted(info["index"].tolist()) == list(range(20))
+
+
+def test_vmapped_add_and_sample_over_seeds_equal_a_loop():
+    seeds = 3
+    bufs = tree.stack([buffers.init(example(), 16) for _ in range(seeds)])
+    batches = tree.stack([numbered(10 * s, 7) for s in range(seeds)])
+    ks = random.split(random.key(0), seeds)
+    vadd = torch.func.vmap(buffers.add)
+    vbufs = vadd(vadd(bufs, batches), batches)
+    vbatch, vinfo = torch.func.vmap(lambda b, k: buffers.sample(b, k, 5))(vbufs, ks)
+    for s in range(seeds):
+        one = buffers.init(example(), 16)
+        one = buffers.add(buffers.add(one, numbered(10 * s, 7)), numbered(10 * s, 7))
+        batch, info = buffers.sample(one, ks[s], 5)
+        assert torch.equal(vbufs.storage["action"][s], one.storage["action"])
+        assert torch.equal(vinfo["index"][s], info["index"])
+        assert torch.equal(vbatch["obs"][s], batch["obs"])
+
+
+def test_add_rejects_a_batch_with_a_wrong_dtype_naming_the_path_and_both():
+    buf = buffers.init(example(), 8)
+    bad = numbered(0, 4)
+    bad["obs"] = bad["obs"].float()
+    with pytest.raises(
+        ValueError,
+        match=r"batch\['obs'\] has shape \[4, 3, 2\] float32; "
+        r"expected \[n, 3, 2\] uint8",
+    ):
+        buffers.add(buf, bad)
+
+
+def test_add_rejects_a_single_transition_and_says_how_to_add_a_batch_dim():
+    buf = buffers.init(example(), 8)
+    with pytest.raises(ValueError, match=r"add a leading dim"):
+        buffers.add(buf, example())
+
+
+def test_add_rejects_a_batch_with_missing_or_extra_keys():
+    buf = buffers.init(example(), 8)
+    bad = numbered(0, 4)
+    bad["done"] = bad.pop("terminated")
+    with pytest.raises(ValueError, match=r"missing \['terminated'\], unexpected \['done'\]"):
+        buffers.add(buf, bad)
+
+
+def test_sampling_an_empty_buffer_raises():
+    with pytest.raises(ValueError, match="the buffer is empty"):
+        buffers.sample(buffers.init(example(), 8), random.key(0), 4)
+
+
+def test_sampling_more_than_size_without_replacement_raises():
+    buf = buffers.add(buffers.init(example(), 8), numbered(0, 3))
+    with pytest.raises(ValueError, match=r"batch_size=4 without replacement .* holds 3"):
+        buffers.sample(buf, random.key(0), 4, replace=False)
