@@ -1,169 +1,231 @@
-"""Command line: ``python -m fxrl.cli demo`` runs a short tour of what fxrl does."""
+"""``fxrl`` on the command line (also ``python -m fxrl.cli``).
+
+    fxrl train ppo --env CartPole-v1 --seeds 8 --total-steps 200000 --lr 3e-4
+    fxrl resume runs/ppo-CartPole-v1-...           # continue an interrupted run
+    fxrl eval DIR --episodes 10 --gymnasium        # greedy returns, also in gymnasium's env
+    fxrl export DIR --format onnx                  # DIR/policy.onnx, preprocessing included
+    fxrl plot DIR [DIR ...] --out compare.png      # overlay learning curves
+    fxrl demo                                      # what `make demo` runs
+    fxrl tour                                      # a tour of the library
+
+``train``'s flags are the algorithm's Config fields (``fxrl train ppo --help`` lists them
+with defaults and help) plus the run's own. Errors are one line (``FXRL_TRACEBACK=1``
+shows the traceback).
+"""
 
 from __future__ import annotations
 
 import argparse
-import time
+import difflib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
 
-import torch
+__all__ = ["main"]
 
-from fxrl import random, specs, tree
-
-
-def _section(title: str) -> None:
-    print(f"\n== {title} " + "=" * max(0, 70 - len(title)))
+COMMANDS = ("train", "resume", "eval", "export", "plot", "demo", "tour")
 
 
-def demo_foundation() -> None:
-    """Keys, vmap over seeds, bit-identical compiled draws, specs and pytrees."""
-    _section("explicit random keys (Threefry-2x32)")
-    key = random.key(0)
-    key, sub = random.split(key)
-    print("key(0) split ->", key.tolist(), sub.tolist())
-    print("uniform(sub, (4,))  =", [round(v, 4) for v in random.uniform(sub, (4,)).tolist()])
-    seeds = random.split(key, 8)
-    per_seed = torch.func.vmap(lambda k: random.normal(k, (3,)).mean())(seeds)
-    print("vmap over 8 seeds   =", [round(v, 3) for v in per_seed.tolist()])
-    before = torch.get_rng_state()
-    random.normal(key, (1000,))
-    print("global torch RNG untouched:", torch.equal(before, torch.get_rng_state()))
+class CliError(Exception):
+    """A user error, printed as one line."""
 
-    _section("specs: sample, contains, project")
-    obs_spec = specs.Composite(
-        {
-            "pixels": specs.Box(0, 255, shape=(4, 4, 3), dtype=torch.uint8),
-            "velocity": specs.Box(-1.0, 1.0, shape=(2,)),
-        }
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors that name the closest known flag."""
+
+    def error(self, message: str) -> NoReturn:
+        flags = [s for a in self._actions for s in a.option_strings]
+        hint = ""
+        for word in message.split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.strip(","), flags, 1)
+                hint = f" Did you mean {close[0]}?" if close else ""
+                break
+        raise CliError(f"{message}.{hint} See {self.prog} --help.")
+
+
+def _threads(n: int | None) -> None:
+    import torch
+
+    torch.set_num_threads(n if n else min(4, os.cpu_count() or 1))
+
+
+# ----------------------------------------------------------------------------- train
+
+
+def _train(argv: list[str]) -> int:
+    from fxrl.run import train_flags
+    from fxrl.run.config_io import algorithm_module
+    from fxrl.run.loop import train
+
+    if not argv or argv[0] in ("-h", "--help"):
+        from fxrl.algorithms import NAMES
+
+        print(f"usage: fxrl train ALGO [--env ID] [FLAGS]\n\nALGO: one of {', '.join(NAMES)}.")
+        print("`fxrl train ALGO --help` lists that algorithm's flags.")
+        return 0
+    if argv[0].startswith("-"):
+        raise CliError("name an algorithm first: fxrl train ppo --env CartPole-v1 ...")
+    name = argv[0]
+    module = algorithm_module(name)
+    config, run = train_flags.parse(module, name, argv[1:])
+    _threads(getattr(run, "threads", None))
+    flag = lambda n: getattr(run, n) if hasattr(run, n) else getattr(config, n)
+    out = flag("out") or _default_out(name, getattr(config, "env", ""))
+    kwargs = {"total_steps": run.total_steps} if hasattr(run, "total_steps") else {}
+    result = train(
+        name, config, out, num_seeds=flag("seeds"), seed=flag("seed"), compile=flag("compile"),
+        quiet=flag("quiet"), tensorboard=flag("tensorboard"),
+        checkpoint_every=flag("checkpoint_every"), **kwargs,
+    )  # fmt: skip
+    return _report(result)
+
+
+def _default_out(name: str, env: str) -> str:
+    import time
+
+    return f"runs/{name}-{env}-{time.strftime('%Y%m%d-%H%M%S')}".replace("--", "-")
+
+
+def _report(result: Any) -> int:
+    from fxrl.run.progress import return_stats
+
+    d = result.run_dir
+    print(f"{d}: {result.steps:,} steps per seed, {return_stats(result.returns)}")
+    if result.interrupted:
+        print(f"interrupted; checkpoint written. Continue with: fxrl resume {d}")
+        return 130
+    print(f"next: fxrl eval {d} --gymnasium | fxrl export {d} --format onnx | fxrl plot {d}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- others
+
+
+def _resume(argv: list[str]) -> int:
+    from fxrl.run.loop import resume
+
+    p = _Parser(prog="fxrl resume", description="Continue a run from its latest checkpoint.")
+    p.add_argument("dir", help="the run directory")
+    p.add_argument("--checkpoint", default="latest", help="latest, previous or best")
+    p.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
+    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
+    a = p.parse_args(argv)
+    _threads(a.threads)
+    result = resume(a.dir, checkpoint_name=a.checkpoint, quiet=a.quiet, tensorboard=a.tensorboard)
+    return _report(result)
+
+
+def _eval(argv: list[str]) -> int:
+    from fxrl.run.evaluate import evaluate_run, table
+
+    p = _Parser(prog="fxrl eval", description="Greedy-policy returns of each seed of a run.")
+    p.add_argument("dir", help="the run directory")
+    p.add_argument("--episodes", type=int, default=10, help="episodes per seed (default: 10)")
+    p.add_argument("--gymnasium", action="store_true", help="also play gymnasium's own env")
+    p.add_argument("--checkpoint", default="latest", help="latest, previous or best")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
+    a = p.parse_args(argv)
+    _threads(a.threads)
+    result = evaluate_run(
+        a.dir, episodes=a.episodes, gymnasium=a.gymnasium, checkpoint_name=a.checkpoint
     )
-    action_spec = specs.Box(-2.0, 2.0, shape=(1,))
-    print(obs_spec)
-    obs = obs_spec.sample(key, batch_shape=(16,))
-    print("sample(batch 16) inside the spec:", bool(obs_spec.contains(obs)))
-    print("project([[3.5]]) into", action_spec, "->", action_spec.project(torch.tensor([[3.5]])))
-
-    _section("pytrees: one state for 16 envs")
-    print(tree.summary(obs))
+    print(f"greedy return over {a.episodes} episodes at step {result['steps']:,}:")
+    print(table(result))
+    return 0
 
 
-def demo_envs() -> None:
-    """4096 pure CartPoles stepped as one batch, a rollout, and Pong through ale-py."""
-    from fxrl import envs
-    from fxrl import transforms as T
-    from fxrl.rollout import rollout
+def _export(argv: list[str]) -> int:
+    from fxrl.run.export_run import FORMATS, export_run
 
-    _section("4096 pure CartPoles: one batch, one rollout")
-    env = envs.make("CartPole-v1")
-    many = envs.batch(env, 4096)
-    print(many)
-
-    def policy(params: None, obs: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-        return random.randint(key, obs.shape[:-1], 0, 2)
-
-    start = time.perf_counter()
-    state, _ = many.reset(random.key(5))
-    state, traj = rollout(many, policy, None, state, random.key(6), num_steps=100)
-    ended = traj["terminated"] | traj["truncated"]
-    print(
-        f"100 steps x 4096 envs in {time.perf_counter() - start:.2f} s (eager); "
-        f"{int(ended.sum())} episodes ended, mean return "
-        f"{float(traj['info']['episode_return'][ended].mean()):.1f} (random policy)"
-    )
-
-    _section("Pong through ale-py, preprocessed by the transforms a policy uses too")
-    try:
-        pong = envs.atari("Pong")
-    except ImportError as err:  # the `atari` extra is optional
-        print(f"skipped: {err}")
-        return
-    pre = T.compose(T.to_tensor_image(), T.resize(84, "nearest"), T.grayscale())
-    wrapped = envs.transform(pong, pre)
-    state, ts = wrapped.reset(random.key(7))
-    for action in wrapped.action_spec.sample(random.key(8), (100,)):
-        state, ts = wrapped.step(state, action)
-    print(
-        "raw screen",
-        list(pong.observation_spec.shape),
-        "-> policy input",
-        list(ts.obs.shape),
-        ts.obs.dtype,
-    )
+    p = _Parser(prog="fxrl export", description="Write a run's policy for deployment.")
+    p.add_argument("dir", help="the run directory")
+    p.add_argument("--format", default="onnx", choices=list(FORMATS), help="default: onnx")
+    p.add_argument("--out", default=None, help="file to write (default: DIR/policy.EXT)")
+    p.add_argument("--checkpoint", default="best", help="best (default), latest or previous")
+    p.add_argument("--seed", type=int, default=None, help="agent (default: best return)")
+    a = p.parse_args(argv)
+    _threads(None)
+    path = export_run(a.dir, a.format, out=a.out, checkpoint_name=a.checkpoint, seed=a.seed)
+    print(path)
+    return 0
 
 
-def demo_ensemble() -> None:
-    """32 Q-networks trained in one vmapped call: params are dicts, Adam is a pure function."""
-    from fxrl import nn, optim
+def _plot(argv: list[str]) -> int:
+    from fxrl.run.plots import plot_runs
 
-    _section("an ensemble of 32 MLPs, one vmapped Adam step at a time")
-    model = nn.mlp(4, 1, hidden=(64, 64), activation="tanh")
-    opt = optim.adam(1e-2)
-    key_x, key_init = random.split(random.key(1))
-    x = random.normal(key_x, (256, 4))
-    y = (x * torch.tensor([1.0, -2.0, 0.5, 3.0])).sum(-1, keepdim=True)
-
-    def loss(params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return (model.apply(params, x) - y).square().mean()
-
-    def train_step(params: dict, opt_state: object) -> tuple[dict, object, torch.Tensor]:
-        grads, value = torch.func.grad_and_value(loss)(params, x, y)
-        updates, opt_state = opt.update(grads, opt_state, params)
-        return optim.apply_updates(params, updates), opt_state, value
-
-    params = torch.func.vmap(model.init)(random.split(key_init, 32))
-    opt_state = torch.func.vmap(opt.init)(params)
-    step = torch.func.vmap(train_step)
-    for i in range(201):
-        params, opt_state, losses = step(params, opt_state)
-        if i % 50 == 0:
-            print(
-                f"step {i:3d}: loss of the 32 members min {losses.min():.4f} max {losses.max():.4f}"
-            )
+    p = _Parser(prog="fxrl plot", description="Overlay the learning curves of runs in one PNG.")
+    p.add_argument("dirs", nargs="+", help="run directories")
+    p.add_argument("--out", default="runs.png", help="PNG to write (default: runs.png)")
+    p.add_argument("--metric", default="episode_return", help="metric per seed to plot")
+    p.add_argument("--title", default=None, help="figure title")
+    a = p.parse_args(argv)
+    print(plot_runs(a.dirs, a.out, metric=a.metric, title=a.title))
+    return 0
 
 
-def demo_export() -> None:
-    """A policy traced once and run by ONNX Runtime, with the same actions as eager."""
-    import tempfile
-    from pathlib import Path
+def _demo(argv: list[str]) -> int:
+    from fxrl.run import demo
 
-    from fxrl import distributions, nn
-    from fxrl.export import export, load_onnx, to_onnx
+    return demo.main(argv)
 
-    _section("export a stochastic policy to ONNX Runtime")
-    actor = nn.mlp(8, 2 * 2, hidden=(64, 64))
 
-    def policy(
-        params: dict, obs: torch.Tensor, key: torch.Tensor | None = None, mode: str = "mode"
-    ) -> torch.Tensor:
-        loc, scale = distributions.normal_param_extractor(actor.apply(params, obs))
-        return distributions.draw(distributions.tanh_normal(loc, scale), key, mode)
+def _tour(argv: list[str]) -> int:
+    from fxrl.run import tour
 
-    params = actor.init(random.key(2))
-    obs = random.normal(random.key(3), (4, 8))
-    exported = export(policy, params, obs, mode="random")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = to_onnx(exported, Path(tmp) / "policy.onnx")
-        deployed = load_onnx(path)
-        key = random.key(4)
-        eager = policy(params, obs, key, mode="random")
-        onnx_action = torch.from_numpy(deployed(obs.numpy(), key.numpy()))
-    print("inputs:", [i["name"] for i in exported.inputs], "-> ONNX file, params baked in")
-    print(
-        "same key, same actions in eager and ONNX Runtime:",
-        bool(torch.allclose(eager, onnx_action, atol=1e-5)),
-    )
+    p = _Parser(prog="fxrl tour", description="A short tour of fxrl.")
+    p.add_argument("--threads", type=int, default=2, help="torch threads")
+    tour.main(p.parse_args(argv).threads)
+    return 0
+
+
+_HANDLERS: dict[str, Callable[[list[str]], int]] = {
+    "train": _train,
+    "resume": _resume,
+    "eval": _eval,
+    "export": _export,
+    "plot": _plot,
+    "demo": _demo,
+    "tour": _tour,
+}
+
+
+def _usage() -> str:
+    return (__doc__ or "").strip()
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="fxrl", description=__doc__)
-    parser.add_argument("command", choices=["demo"], help="what to run")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    start = time.perf_counter()
-    demo_foundation()
-    demo_envs()
-    demo_ensemble()
-    demo_export()
-    print(f"\ndemo finished in {time.perf_counter() - start:.1f} s")
+    """Entry point of the ``fxrl`` command; exits with the command's status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        sys.exit(0)
+    command, rest = argv[0], argv[1:]
+    if command not in _HANDLERS:
+        close = difflib.get_close_matches(command, COMMANDS, 1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        _fail("fxrl", f"unknown command {command!r}.{hint} Commands: {', '.join(COMMANDS)}.")
+    try:
+        code = _HANDLERS[command](rest)
+    except KeyboardInterrupt:
+        _fail(f"fxrl {command}", "interrupted", code=130)
+    except Exception as e:
+        if os.environ.get("FXRL_TRACEBACK"):
+            raise
+        _fail(f"fxrl {command}", str(e) if isinstance(e, CliError) else _one_line(e))
+    sys.exit(code)
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}" if not isinstance(e, ValueError | CliError) else text
+
+
+def _fail(prog: str, message: str, code: int = 2) -> NoReturn:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

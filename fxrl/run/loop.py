@@ -78,6 +78,7 @@ def train(
     total = _total_steps(config, total_steps)
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"train: num_seeds must be a positive int, got {num_seeds!r}.")
+    algorithm_module(algorithm).make(config)  # a bad config or env id fails before any file
     run_dir = Path(run_dir)
     if (run_dir / "config.json").exists():
         raise FileExistsError(

@@ -1,0 +1,145 @@
+"""Play a run's greedy policy: in fxrl's pure env, and in gymnasium's own env of the same id.
+
+    returns = evaluate_run("runs/cartpole", episodes=10, gymnasium=True)
+    returns["pure"][seed], returns["gymnasium"][seed]     # per-episode returns
+
+Learning is judged per seed: each seed's final greedy policy (``mode="mode"``) averaged
+over ``episodes`` episodes; gymnasium's env is an independent check that what was learnt
+in fxrl's torch physics works in the reference implementation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fxrl import envs, random, specs, tree
+from fxrl.run import checkpoint
+from fxrl.run.config_io import config_to_json, read_run_config
+
+__all__ = ["evaluate_gymnasium", "evaluate_pure", "evaluate_run", "load_run", "seed_params"]
+
+
+def load_run(run_dir: str | Path, name: str = "latest") -> tuple[dict[str, Any], Any, Any, dict]:
+    """``(info, algo, state, meta)`` of a run directory's checkpoint ``name``."""
+    from fxrl.run.loop import build
+
+    run_dir = Path(run_dir)
+    info = read_run_config(run_dir)
+    algo, template = build(info)
+    path = run_dir / "checkpoints" / f"{name}.safetensors"
+    if not path.exists():
+        have = sorted(p.stem for p in (run_dir / "checkpoints").glob("*.safetensors"))
+        raise FileNotFoundError(f"{path} does not exist; checkpoints in {run_dir}: {have}.")
+    expect = {"algorithm": info["algorithm"], "config": config_to_json(info["config"])}
+    state, meta = checkpoint.load(path, template, expect=expect)
+    return info, algo, state, meta
+
+
+def seed_params(state: Any, seed: int) -> Any:
+    """The params of agent ``seed`` in a batched TrainState."""
+    return tree.index(state.params, seed)
+
+
+@torch.no_grad()
+def evaluate_pure(
+    algo: Any, params: Any, key: torch.Tensor, episodes: int, max_steps: int = 100_000
+) -> list[float]:
+    """Returns of ``episodes`` greedy episodes in ``algo.env``, played as one batch."""
+    env = envs.batch(algo.env, episodes)
+    state, ts = env.reset(key)
+    total = torch.zeros(episodes, dtype=torch.float64)
+    finished = torch.zeros(episodes, dtype=torch.bool)
+    for _ in range(max_steps):
+        action = algo.policy(params, ts.obs, mode="mode")
+        state, ts = env.step(state, action)
+        total += torch.where(finished, 0.0, ts.reward.double())
+        finished |= ts.terminated | ts.truncated
+        if bool(finished.all()):
+            break
+    return total.tolist()
+
+
+def evaluate_gymnasium(
+    act: Callable[[np.ndarray], Any], env_id: str, episodes: int, seed: int = 0
+) -> list[float]:
+    """Returns of ``episodes`` episodes of ``act(obs) -> action`` in ``gymnasium.make(env_id)``.
+
+    Episode ``i`` starts from ``reset(seed=seed + i)``.
+    """
+    import gymnasium
+
+    env = gymnasium.make(env_id)
+    returns = []
+    try:
+        for i in range(episodes):
+            obs, _ = env.reset(seed=seed + i)
+            total, done = 0.0, False
+            while not done:
+                obs, reward, terminated, truncated, _ = env.step(act(obs))
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+    finally:
+        env.close()
+    return returns
+
+
+def torch_actor(algo: Any, params: Any) -> Callable[[np.ndarray], Any]:
+    """``act(obs) -> action`` for gymnasium from ``algo.policy`` (greedy, one observation)."""
+    discrete = isinstance(algo.env.action_spec, specs.Discrete)
+    dtype = getattr(algo.env.observation_spec, "dtype", torch.float32)
+
+    @torch.no_grad()
+    def act(obs: np.ndarray) -> Any:
+        action = algo.policy(
+            params, torch.as_tensor(np.asarray(obs), dtype=dtype)[None], mode="mode"
+        )
+        return int(action[0]) if discrete else action[0].numpy()
+
+    return act
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    *,
+    episodes: int = 10,
+    gymnasium: bool = False,
+    checkpoint_name: str = "latest",
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Per-seed greedy returns of a run, written to ``run_dir/eval.json`` and returned."""
+    if not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"eval: --episodes must be a positive int, got {episodes!r}.")
+    info, algo, state, meta = load_run(run_dir, checkpoint_name)
+    out: dict[str, Any] = {"checkpoint": checkpoint_name, "steps": meta["steps"], "pure": {}}
+    if gymnasium:
+        out["gymnasium"] = {}
+    env_id = info["config"].env
+    for s in range(info["num_seeds"]):
+        params = seed_params(state, s)
+        key = random.fold_in(random.key(seed), s)
+        out["pure"][s] = evaluate_pure(algo, params, key, episodes)
+        if gymnasium:
+            out["gymnasium"][s] = evaluate_gymnasium(
+                torch_actor(algo, params), env_id, episodes, seed
+            )
+    (Path(run_dir) / "eval.json").write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    """``evaluate_run``'s result as a text table: mean return per seed and where."""
+    where = [w for w in ("pure", "gymnasium") if w in result]
+    lines = ["seed  " + "  ".join(f"{w:>10}" for w in where)]
+    for s in result["pure"]:
+        vals = [sum(result[w][s]) / len(result[w][s]) for w in where]
+        lines.append(f"{s:>4}  " + "  ".join(f"{v:10.1f}" for v in vals))
+    means = [sum(sum(r) / len(r) for r in result[w].values()) / len(result[w]) for w in where]
+    lines.append("mean  " + "  ".join(f"{v:10.1f}" for v in means))
+    return "\n".join(lines)

@@ -1,0 +1,120 @@
+"""``fxrl train ALGO``'s flags: the algorithm's Config fields plus the run's own, via tyro.
+
+    config, run = parse(ppo_module, "ppo", ["--env", "CartPole-v1", "--lr", "3e-4"])
+
+Config fields keep their names (``--lr``, ``--num-envs``) and the help tyro reads from the
+Config's field docstrings; run flags (``--seeds``, ``--out``...) are added where the Config
+has no field of that name. Unknown flags and unparsable values become one-line errors
+naming the closest flag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import io
+import re
+from types import ModuleType
+from typing import Annotated, Any
+
+__all__ = ["RUN_FLAGS", "FlagError", "parse"]
+
+
+class FlagError(ValueError):
+    """An unknown flag or a value that does not parse (one line)."""
+
+
+# name -> (type, default, help)
+RUN_FLAGS: dict[str, tuple[Any, Any, str]] = {
+    "seeds": (int, 1, "agents trained together, one vmapped update (seeds of one run key)"),
+    "seed": (int, 0, "the run's key is fxrl.random.key(seed), split into one key per agent"),
+    "total_steps": (int, 100_000, "env steps per agent"),
+    "out": (str | None, None, "the run directory; None: runs/ALGO-ENV-TIME"),
+    "quiet": (bool, False, "log a line every 10 s instead of drawing a progress bar"),
+    "tensorboard": (bool, False, "also write TensorBoard events to OUT/tensorboard"),
+    "compile": (bool, False, "torch.compile the batched update (pays off on long runs)"),
+    "checkpoint_every": (float, 60.0, "seconds between checkpoints (and one at the end)"),
+    "threads": (int | None, None, "torch threads (default: the cores, at most 4)"),
+}
+
+
+def _classes(module: ModuleType) -> tuple[type, type]:
+    import tyro
+
+    config_cls = module.Config
+    own = {f.name for f in dataclasses.fields(config_cls)}
+    run_fields = [
+        (n, Annotated[t, tyro.conf.arg(help=h)], dataclasses.field(default=d))
+        for n, (t, d, h) in RUN_FLAGS.items()
+        if n not in own
+    ]
+    run_cls = dataclasses.make_dataclass("RunFlags", run_fields)
+    omit = tyro.conf.OmitArgPrefixes
+    args_cls = dataclasses.make_dataclass(
+        "TrainFlags",
+        [
+            ("config", Annotated[config_cls, omit], dataclasses.field(default_factory=config_cls)),
+            ("run", Annotated[run_cls, omit], dataclasses.field(default_factory=run_cls)),
+        ],
+    )
+    return args_cls, run_cls
+
+
+def _known_flags(module: ModuleType, run_cls: type) -> list[str]:
+    flags = ["--help", "-h"]
+    for cls in (module.Config, run_cls):
+        for f in dataclasses.fields(cls):
+            name = f.name.replace("_", "-")
+            flags += [f"--{name}", f"--{f.name}"]
+            if f.type in (bool, "bool") or isinstance(f.default, bool):
+                flags += [f"--no-{name}", f"--no_{f.name}"]
+    return flags
+
+
+def _check_flags(prog: str, argv: list[str], known: list[str]) -> None:
+    for token in argv:
+        if not token.startswith("--"):
+            continue
+        flag = token.split("=", 1)[0]
+        if flag in known or any(flag.startswith(k + ".") for k in known):
+            continue
+        close = difflib.get_close_matches(flag, [k for k in known if k.startswith("--")], 1)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise FlagError(f"unknown flag {flag}.{hint} See {prog} --help.")
+
+
+_BOX = re.compile(r"[│╭╮╰╯─]+")
+
+
+def _tyro_message(text: str) -> str:
+    """The first line of what tyro printed in its box (it draws errors as panels)."""
+    lines = [_BOX.sub(" ", ln).strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    body = [ln for ln in lines[1:] if not ln.lower().startswith(("usage", "argument helptext"))]
+    return body[0] if body else (lines[0] if lines else "invalid arguments")
+
+
+def parse(module: ModuleType, name: str, argv: list[str]) -> tuple[Any, Any]:
+    """``(config, run_flags)`` from ``argv`` (everything after ``fxrl train ALGO``).
+
+    Raises:
+      FlagError: unknown flag (with the closest known one) or a value tyro cannot parse.
+      SystemExit(0): ``--help`` (printed by tyro).
+    """
+    import tyro
+
+    prog = f"fxrl train {name}"
+    args_cls, run_cls = _classes(module)
+    _check_flags(prog, argv, _known_flags(module, run_cls))
+    err = io.StringIO()
+    doc = (module.__doc__ or "").strip().splitlines()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = tyro.cli(args_cls, args=argv, prog=prog, description=doc[0] if doc else None)
+    except SystemExit as e:
+        if e.code in (0, None):
+            raise
+        message = _tyro_message(err.getvalue()).rstrip(".")
+        raise FlagError(f"{message}. See {prog} --help.") from None
+    return args.config, args.run
