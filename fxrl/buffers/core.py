@@ -288,12 +288,13 @@ def update_priorities(buf: Buffer, index: Tensor, priority: Tensor) -> Buffer:
             f"float tensor of index's shape {list(index.shape)}. For TD errors of shape "
             "[K, 1], pass td_error.abs().squeeze(-1)."
         )
-    priority = priority.detach().to(torch.float64) + buf.eps
-    if eager(priority) and not bool(((priority > 0) & torch.isfinite(priority)).all()):
+    priority = priority.detach().to(torch.float64)
+    if eager(priority) and not bool(((priority >= 0) & torch.isfinite(priority)).all()):
         raise ValueError(
             "fxrl.buffers.update_priorities: priority has negative, NaN or infinite "
             "values; expected finite values >= 0 (pass td_error.abs())."
         )
+    priority = priority + buf.eps
     sumtree.assign(buf.sums, buf.mins, index, priority**buf.alpha)
     return buf.replace(max_priority=torch.maximum(buf.max_priority, priority.max()))
 

@@ -40,15 +40,17 @@ def empty(capacity: int, device: torch.device | None = None) -> tuple[tuple[Tens
 
 
 def assign(sums: tuple[Tensor, ...], mins: tuple[Tensor, ...], index: Tensor, value: Tensor):
-    """Set leaves ``index`` [K] to ``value`` [K] (float64 > 0) and refresh their ancestors.
+    """Set leaves ``index`` [K] to ``value`` [K] (float64 >= 0) and refresh their ancestors.
 
     Duplicate indices keep the largest of their values (``scatter_reduce`` with ``amax``),
-    which is deterministic and independent of their order in the batch. Returns nothing:
+    which is deterministic and independent of their order in the batch. A zero leaf is
+    never sampled and is left out of the min tree. Returns nothing:
     the trees are written in place.
     """
     sums[-1].index_fill_(0, index, 0.0)
     sums[-1].scatter_reduce_(0, index, value, "amax")
-    mins[-1].index_put_((index,), sums[-1][index])
+    leaf = sums[-1][index]
+    mins[-1].index_put_((index,), torch.where(leaf > 0, leaf, torch.inf))
     for d in range(len(sums) - 1, 0, -1):
         index = torch.div(index, BRANCH, rounding_mode="floor")
         sums[d - 1].index_put_((index,), sums[d].view(-1, BRANCH)[index].sum(-1))
