@@ -9,5 +9,6 @@ buffers.save(buf, "run/buffer"); buf = buffers.load("run/buffer")
 """
 
 from fxrl.buffers.core import Buffer, add, init, sample, update_priorities
+from fxrl.buffers.sequences import sample_sequences
 
-__all__ = ["Buffer", "add", "init", "sample", "update_priorities"]
+__all__ = ["Buffer", "add", "init", "sample", "sample_sequences", "update_priorities"]
