@@ -220,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
+    if len(text) > 500:  # torch's compile errors carry whole graphs
+        text = text[:500] + " ... (FXRL_TRACEBACK=1 shows all)"
     return f"{type(e).__name__}: {text}" if not isinstance(e, ValueError | CliError) else text
 
 

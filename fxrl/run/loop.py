@@ -174,9 +174,10 @@ def _run(
     returns = {int(k): float(v) for k, v in meta.get("returns", {}).items()}
     ckpts = run_dir / "checkpoints"
     num_iters = math.ceil(info["total_steps"] / algo.steps_per_update)
+    # As fxrl.algorithms.core.batched builds it, with a seed dim also for one seed.
     update = torch.func.vmap(algo.update)
     if info["compile"]:
-        update = torch.compile(update)
+        update = torch.compile(update, fullgraph=True, dynamic=False)
 
     def save() -> None:
         nonlocal best

@@ -32,7 +32,9 @@ def rows_from_metrics(
     rows = []
     for s in range(num_seeds):
         row: dict[str, Any] = {"iteration": iteration, "seed": s}
-        for k, v in values.items():
+        ordered = [k for k in _FIRST if k in values] + [k for k in values if k not in _FIRST]
+        for k in ordered:
+            v = values[k]
             x = v[s]
             row[k] = None if isinstance(x, float) and not math.isfinite(x) else x
         row.update(extra)
