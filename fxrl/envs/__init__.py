@@ -7,7 +7,7 @@
 
 Built in: CartPole-v1, Pendulum-v1, MountainCar-v0, MountainCarContinuous-v0, Acrobot-v1,
 each checked against gymnasium. Wrappers: auto_reset, time_limit, batch, transform,
-episode_stats, checked.
+episode_stats, checked. Out, as gymnasium / Stable-Baselines3 envs: to_gymnasium, to_sb3.
 """
 
 from fxrl.envs.acrobot import Acrobot
@@ -60,5 +60,20 @@ __all__ = [
     "params_as_tensors",
     "registered",
     "time_limit",
+    "to_gymnasium",
+    "to_sb3",
     "transform",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # gymnasium and Stable-Baselines3 are optional: import the adapters on first use
+    if name == "to_gymnasium":
+        from fxrl.envs.to_gym import to_gymnasium
+
+        return to_gymnasium
+    if name == "to_sb3":
+        from fxrl.envs.sb3 import to_sb3
+
+        return to_sb3
+    raise AttributeError(f"module 'fxrl.envs' has no attribute {name!r}")
