@@ -9,6 +9,16 @@ buffers.save(buf, "run/buffer"); buf = buffers.load("run/buffer")
 """
 
 from fxrl.buffers.core import Buffer, add, init, sample, update_priorities
+from fxrl.buffers.io import load, save
 from fxrl.buffers.sequences import sample_sequences
 
-__all__ = ["Buffer", "add", "init", "sample", "sample_sequences", "update_priorities"]
+__all__ = [
+    "Buffer",
+    "add",
+    "init",
+    "load",
+    "sample",
+    "sample_sequences",
+    "save",
+    "update_priorities",
+]

@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from fxrl import tree
+
 _KEYS = ("obs", "next_obs")
 
 
@@ -78,4 +80,4 @@ def gather(buf: Any, index: Tensor) -> dict:
     obs = store["obs"][sources(buf, index)]
     next_obs = torch.cat([obs[:, 1:], store["next_obs"][index].unsqueeze(1)], dim=1)
     full = {"obs": obs, "next_obs": next_obs}
-    return {k: full[k] if k in full else v[index] for k, v in store.items()}
+    return {k: full[k] if k in full else tree.index(v, index) for k, v in store.items()}
