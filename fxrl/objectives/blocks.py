@@ -55,8 +55,12 @@ def l2(x: Tensor) -> Tensor:
 
 
 def select(values: Tensor, index: Tensor) -> Tensor:
-    """``values[..., index]`` per row: ``q [*B, A]`` and ``action [*B]`` int -> ``[*B]``."""
-    return values.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+    """``values[..., index]`` per row: ``q [*B, A]`` and ``action [*B]`` int -> ``[*B]``.
+
+    ``index`` broadcasts against the leading dims (``q [N, *B, A]`` of an ensemble).
+    """
+    index = index.unsqueeze(-1).expand(*values.shape[:-1], 1)
+    return values.gather(-1, index).squeeze(-1)
 
 
 def bootstrap_discount(terminated: Tensor, gamma: float | Tensor) -> Tensor:

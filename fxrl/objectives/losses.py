@@ -16,14 +16,22 @@ TD3), ``sac`` (SAC, discrete SAC); the quantities they are made of are public in
 
 from __future__ import annotations
 
-# importable from here too (DESIGN lists them with the losses); exported by blocks
+from fxrl.objectives.actor_critic import ddpg_loss, td3_loss
+
+# soft_update and hard_update are importable from here too (DESIGN lists them with the
+# losses); blocks' __all__ exports them from fxrl.objectives.
 from fxrl.objectives.blocks import hard_update as hard_update
 from fxrl.objectives.blocks import soft_update as soft_update
 from fxrl.objectives.policy_gradient import a2c_loss, ppo_loss
 from fxrl.objectives.q_losses import dqn_loss
+from fxrl.objectives.sac import discrete_sac_loss, sac_loss
 
 __all__ = [
     "a2c_loss",
+    "ddpg_loss",
+    "discrete_sac_loss",
     "dqn_loss",
     "ppo_loss",
+    "sac_loss",
+    "td3_loss",
 ]
