@@ -1,4 +1,4 @@
-"""What every algorithm returns, and what its ``update`` reports.
+"""What every algorithm returns, what its ``update`` reports, and the helpers they share.
 
 An algorithm is optax's ``(init, update)`` shape applied to a whole agent:
 
@@ -9,7 +9,8 @@ An algorithm is optax's ``(init, update)`` shape applied to a whole agent:
 
 ``init`` and ``update`` are pure, so ``torch.func.vmap`` over a leading seed/task dim of
 keys and TrainStates trains many agents in one call, and saving the TrainState is all a
-checkpoint needs.
+checkpoint needs. ``batched(algo, num_seeds)`` gives that vmapped (and compiled) pair;
+``train`` runs it for the whole budget; ``evaluate`` plays a greedy policy in gymnasium.
 
 The metrics contract (every algorithm, one value per seed; the run loop in ``fxrl.run``
 logs exactly these without looking inside the state):
@@ -23,12 +24,29 @@ logs exactly these without looking inside the state):
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import torch
+from torch import Tensor
+
+from fxrl import random, tree
 from fxrl.envs.core import Env
 
-__all__ = ["Algorithm"]
+__all__ = [
+    "Algorithm",
+    "batched",
+    "check_config",
+    "check_env_id",
+    "check_positive",
+    "config_fields",
+    "episode_metrics",
+    "evaluate",
+    "scan",
+    "train",
+]
 
 
 class Algorithm(NamedTuple):
@@ -51,3 +69,256 @@ class Algorithm(NamedTuple):
     config: Any
     env: Env
     steps_per_update: int
+
+
+# ------------------------------------------------------------------------------ configs
+
+
+def check_config(config: Any, field: str, ok: bool, allowed: str, fix: str = "") -> None:
+    """Raise ``ValueError`` naming ``Config.field``, its value and what is allowed.
+
+    ``ppo.Config: num_minibatches=3 is not allowed; expected a divisor of num_envs *
+    num_steps = 512 (1, 2, 4, 8...). Fix: ...``
+    """
+    if ok:
+        return
+    name = f"{type(config).__module__.rsplit('.', 1)[-1]}.{type(config).__name__}"
+    value = getattr(config, field)
+    hint = f" {fix}" if fix else ""
+    raise ValueError(f"{name}: {field}={value!r} is not allowed; expected {allowed}.{hint}")
+
+
+def check_env_id(config: Any, field: str = "env") -> None:
+    """An unknown pure env id fails with the closest known id and the full list."""
+    from fxrl.envs import registered
+
+    env_id, known = getattr(config, field), registered()
+    close = difflib.get_close_matches(str(env_id), known, 1, cutoff=0.3)
+    check_config(
+        config,
+        field,
+        env_id in known,
+        f"a pure env id, one of {', '.join(known)}",
+        f"Did you mean {close[0]!r}?" if close else "",
+    )
+
+
+def check_positive(config: Any, *fields: str) -> None:
+    """Each named int field is a positive int."""
+    for f in fields:
+        v = getattr(config, f)
+        ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
+        check_config(config, f, ok, "a positive int")
+
+
+# ------------------------------------------------------------------------------ metrics
+
+
+def episode_metrics(done: Tensor, episode_return: Tensor, episode_length: Tensor) -> dict:
+    """Statistics of the episodes that ended in a rollout, as masked sums and counts.
+
+    No boolean indexing, so it runs under vmap and compile; with no finished episode the
+    means are NaN (not 0, which would read as a real return).
+
+    Args:
+      done: [T, *B] bool, ``terminated | truncated``.
+      episode_return: [T, *B] the running return, final where ``done``.
+      episode_length: [T, *B] the running length, final where ``done``.
+    Returns:
+      ``{"episodes": [] int64, "episode_return": [] float32, "episode_length": [] float32}``.
+    """
+    count = done.sum()
+    ret = torch.where(done, episode_return.double(), 0.0).sum()
+    length = torch.where(done, episode_length.double(), 0.0).sum()
+    denom = count.double()
+    nan = torch.full_like(denom, float("nan"))
+    return {
+        "episodes": count,
+        "episode_return": torch.where(count > 0, ret / denom.clamp(min=1), nan).float(),
+        "episode_length": torch.where(count > 0, length / denom.clamp(min=1), nan).float(),
+    }
+
+
+# ------------------------------------------------------------------------------ loops
+
+
+def _copy(out: Any) -> Any:
+    # Under scan an output may not alias an input, views included (a passed-through env
+    # param, a reshape): copy every leaf; inductor fuses the copies into the producers.
+    # Contiguous copies also give init and carry the same strides (vmapped resets make
+    # stride-0 params), which scan requires.
+    fmt = torch.contiguous_format
+    return tree.map(lambda x: x.clone(memory_format=fmt) if isinstance(x, Tensor) else x, out)
+
+
+def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tuple[Any, Any]:
+    """``carry, ys = scan(body, carry, xs)``: ``body(carry, x) -> (carry, y)`` over the
+    leading dim of ``xs`` (a pytree), ``ys`` stacked along a new leading dim.
+
+    Under ``torch.compile`` it is ``torch._higher_order_ops.scan``, so the body is traced
+    and compiled once, whatever the length; in eager code it is a Python loop (the same
+    numbers, without scan's eager overheads under vmap). Under compile the body's outputs
+    are copied, as scan forbids them to alias its inputs. ``y`` must be a dict, tuple or list of
+    tensors (the carry may be any pytree, dataclasses included).
+    """
+    if torch.compiler.is_compiling():
+        return _compiled_scan(body, carry, xs)
+    ys = []
+    length = tree.leaves(xs)[0].shape[0]
+    for i in range(length):
+        carry, y = body(carry, tree.map(lambda x, i=i: x[i], xs))
+        ys.append(y)
+    return carry, tree.stack(ys)
+
+
+def _compiled_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
+    # scan's body must return containers of tensors, not dataclasses: flatten the carry
+    # (its structure is known before tracing); ys must be dicts/tuples/lists of tensors.
+    from torch._higher_order_ops.scan import scan as _scan
+
+    carry_spec, xs_spec = tree.structure(carry), tree.structure(xs)
+
+    def flat_body(c: list, x: list) -> tuple[list, Any]:
+        new_c, y = body(tree.unflatten(carry_spec, c), tree.unflatten(xs_spec, x))
+        return _copy(tree.leaves(new_c)), _copy(y)
+
+    c, ys = _scan(flat_body, _copy(tree.leaves(carry)), tree.leaves(xs))
+    return tree.unflatten(carry_spec, c), ys
+
+
+def batched(
+    algo: Algorithm, num_seeds: int = 1, compile: bool | str = True
+) -> tuple[Callable[[Tensor], Any], Callable[[Any], tuple[Any, dict]]]:
+    """The fast ``(init, update)`` for ``num_seeds`` agents trained together.
+
+    ``init(key [2])`` splits the key into one per seed; states and metrics have a leading
+    [num_seeds] dim when ``num_seeds > 1`` (none for 1). ``update`` is
+    ``torch.compile(vmap(algo.update))``: one compiled program per iteration for all
+    seeds. ``compile`` is True (inductor), a backend name ("aot_eager", "eager") or False.
+    The run loop (progress bars, checkpoints) calls these instead of ``algo.init/update``.
+    """
+    if not isinstance(num_seeds, int) or num_seeds < 1:
+        raise ValueError(f"batched: num_seeds must be a positive int, got {num_seeds!r}.")
+    if num_seeds == 1:
+        init, update = algo.init, algo.update
+    else:
+
+        def init(key: Tensor) -> Any:
+            return torch.func.vmap(algo.init)(random.split(key, num_seeds))
+
+        update = torch.func.vmap(algo.update)
+    if compile:
+        backend = "inductor" if compile is True else compile
+        update = torch.compile(update, backend=backend, fullgraph=True, dynamic=False)
+    return init, update
+
+
+def train(
+    algo: Algorithm,
+    key: Tensor,
+    num_seeds: int = 1,
+    *,
+    compile: bool | str = True,
+    num_updates: int | None = None,
+    callback: Callable[[int, dict], None] | None = None,
+) -> tuple[Any, dict]:
+    """Run ``num_updates`` iterations (default: the config's ``total_steps`` budget).
+
+    Returns ``(state, metrics)``: the final TrainState (leading seed dim when
+    ``num_seeds > 1``) and the metrics stacked per iteration ([iterations, (seeds)]).
+    ``callback(i, metrics_i)`` sees each iteration's metrics as they come.
+    """
+    if num_updates is None:
+        num_updates = max(1, algo.config.total_steps // algo.steps_per_update)
+    init, update = batched(algo, num_seeds, compile)
+    state = init(key)
+    history = []
+    for i in range(num_updates):
+        state, metrics = update(state)
+        history.append(metrics)
+        if callback is not None:
+            callback(i, metrics)
+    return state, tree.stack(history)
+
+
+# ------------------------------------------------------------------------------ evaluation
+
+
+def _env_id(algo: Algorithm) -> str:
+    env_id = getattr(algo.config, "env", None)
+    if not isinstance(env_id, str):
+        raise ValueError(f"evaluate: algo.config has no env id (got env={env_id!r}).")
+    return env_id
+
+
+def evaluate(
+    algo: Algorithm,
+    params: Any,
+    episodes: int = 10,
+    *,
+    seed: int = 0,
+    mode: str = "mode",
+    gymnasium: bool = True,
+) -> Tensor:
+    """Returns of ``episodes`` episodes played by ``algo.policy(params, obs, mode=mode)``.
+
+    With ``gymnasium=True`` the episodes run in gymnasium's own env of the config's id
+    (``gymnasium.make(id)``, reset with seeds ``seed, seed+1, ...``): the judge of
+    learning. Otherwise in fxrl's pure env. ``params`` are one seed's (index a batched
+    TrainState's params with ``fxrl.tree.index(state.params, i)``).
+
+    Returns:
+      float64 [episodes] the undiscounted returns.
+    """
+    env_id = _env_id(algo)
+    returns = []
+    with torch.no_grad():
+        for e in range(episodes):
+            if gymnasium:
+                returns.append(_gym_episode(algo, params, env_id, seed + e, mode))
+            else:
+                returns.append(_pure_episode(algo, params, seed + e, mode))
+    return torch.tensor(returns, dtype=torch.float64)
+
+
+def _act(algo: Algorithm, params: Any, obs: Tensor, key: Tensor, mode: str) -> Tensor:
+    return algo.policy(params, obs, key if mode != "mode" else None, mode=mode)
+
+
+def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str) -> float:
+    import gymnasium as gym
+    import numpy as np
+
+    env = gym.make(env_id)
+    obs, _ = env.reset(seed=seed)
+    key, total, done = random.key(seed), 0.0, False
+    while not done:
+        key, sub = random.split(key).unbind(0)
+        x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype)
+        action = _act(algo, params, x, sub, mode).numpy()
+        if action.ndim == 0:
+            action = action.item()
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total += float(reward)
+        done = terminated or truncated
+    env.close()
+    return total
+
+
+def _pure_episode(algo: Algorithm, params: Any, seed: int, mode: str) -> float:
+    env = algo.env
+    key = random.key(seed)
+    key, reset_key = random.split(key).unbind(0)
+    state, ts = env.reset(reset_key)
+    total = 0.0
+    while True:
+        key, sub = random.split(key).unbind(0)
+        state, ts = env.step(state, _act(algo, params, ts.obs, sub, mode))
+        total += float(ts.reward)
+        if bool(ts.terminated | ts.truncated):
+            return total
+
+
+def config_fields(config: Any) -> dict:
+    """A Config as a plain dict (for logs and run directories)."""
+    return dataclasses.asdict(config)
