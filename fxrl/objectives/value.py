@@ -13,9 +13,9 @@ Conventions shared by every estimator here:
   discount per env, or per step). A per-step ``gamma[t]`` discounts what follows step ``t``.
 
 Every estimator is a few elementwise ops around one reverse linear scan
-``y[t] = b[t] + c[t] * y[t + 1]``, computed in ``log2(T)`` doubling steps (Hillis and Steele
-1986) of plain tensor ops: no Python loop over T, no branch on tensor values, so each works
-under ``torch.func.vmap``, ``torch.compile(fullgraph=True)`` and ``torch.export``.
+``y[t] = b[t] + c[t] * y[t + 1]`` (``fxrl.objectives._value_scan``: chunked, about 60 tensor
+ops whatever T): no Python loop over T, no branch on tensor values, so each works under
+``torch.func.vmap``, ``torch.compile(fullgraph=True)`` and ``torch.export``.
 Outputs are targets: call them on detached inputs (or under ``torch.no_grad()``).
 """
 
@@ -27,28 +27,11 @@ import torch
 from torch import Tensor
 
 from fxrl.objectives._value_checks import check_discount, check_fields, check_n
+from fxrl.objectives._value_scan import reverse_scan
 
 __all__ = ["NStepTransitions", "gae", "n_step", "n_step_transitions", "td0", "td_lambda", "vtrace"]
 
 Discount = float | Tensor
-
-
-def _reverse_scan(b: Tensor, c: Tensor) -> Tensor:
-    """``y[t] = b[t] + c[t] * y[t + 1]`` with ``y[T] = 0``, along dim 0.
-
-    Doubling: after the step with offset ``d``, ``b[t]`` holds the sum over the next ``2d``
-    steps and ``c[t]`` the product of their ``c``; out-of-range steps contribute zero. Only
-    products and sums of terms with ``|c| <= 1``: no division, no rescaling, float32-safe.
-    """
-    horizon = b.shape[0]
-    d = 1
-    while d < horizon:
-        pad = b.new_zeros((d, *b.shape[1:]))
-        b = torch.addcmul(b, c, torch.cat([b[d:], pad]))
-        if 2 * d < horizon:
-            c = c * torch.cat([c[d:], pad])
-        d *= 2
-    return b
 
 
 def _cut_at_end(done: Tensor) -> Tensor:
@@ -104,7 +87,7 @@ def td_lambda(
     dtype = next_value.dtype
     trace = gamma * lmbda * (~_cut_at_end(terminated | truncated)).to(dtype)
     one_step = reward + gamma * next_value * (~terminated).to(dtype)
-    return _reverse_scan(one_step - trace * next_value, trace)
+    return reverse_scan(one_step - trace * next_value, trace)
 
 
 def gae(
@@ -141,7 +124,7 @@ def gae(
     dtype = next_value.dtype
     delta = reward + gamma * next_value * (~terminated).to(dtype) - value
     trace = gamma * lmbda * (~(terminated | truncated)).to(dtype)
-    advantage = _reverse_scan(delta, trace.expand_as(delta))
+    advantage = reverse_scan(delta, trace.expand_as(delta))
     return advantage, advantage + value
 
 
@@ -283,7 +266,7 @@ def vtrace(
     bootstrap = gamma * next_value * (~terminated).to(dtype)
     delta = rho.clamp(max=clip_rho) * (reward + bootstrap - value)
     trace = gamma * lmbda * rho.clamp(max=clip_c) * (~(terminated | truncated)).to(dtype)
-    vs = value + _reverse_scan(delta, trace)
+    vs = value + reverse_scan(delta, trace)
     cut = _cut_at_end(terminated | truncated)
     vs_next = torch.where(cut, next_value, torch.cat([vs[1:], vs[-1:]]))
     target = reward + gamma * vs_next * (~terminated).to(dtype)

@@ -15,7 +15,7 @@ from fxrl.objectives import gae, td0, td_lambda, vtrace
 functional = pytest.importorskip("torchrl.objectives.value.functional")
 
 # Dyadic discounts: TorchRL multiplies gamma by an int mask (a float32 result), so 0.97
-# would be rounded to float32 there and not here.
+# would be rounded to float32 there and not here; its clip thresholds become float32 tensors.
 GAMMA, LMBDA = 0.96875, 0.875
 BATCHES = st.sampled_from([(), (3,), (2, 3)])
 
@@ -38,7 +38,7 @@ def _trajectory(seed, horizon, batch):
     return reward, value, next_value, terminated, truncated, log_rho
 
 
-@given(seed=st.integers(0, 2**31), horizon=st.integers(1, 20), batch=BATCHES)
+@given(seed=st.integers(0, 2**31), horizon=st.integers(1, 50), batch=BATCHES)
 def test_gae_td_lambda_and_td0_match_torchrl(seed, horizon, batch):
     reward, value, next_value, terminated, truncated, _ = _trajectory(seed, horizon, batch)
     done = terminated | truncated
@@ -62,11 +62,11 @@ def test_gae_td_lambda_and_td0_match_torchrl(seed, horizon, batch):
     torch.testing.assert_close(one, _back(trl_one))
 
 
-@given(seed=st.integers(0, 2**31), horizon=st.integers(1, 20), batch=BATCHES)
+@given(seed=st.integers(0, 2**31), horizon=st.integers(1, 50), batch=BATCHES)
 def test_vtrace_matches_torchrl_with_its_single_rho_clip(seed, horizon, batch):
     reward, value, next_value, terminated, truncated, log_rho = _trajectory(seed, horizon, batch)
     fields = (reward, value, next_value, terminated, truncated, log_rho)
-    vs, pg = vtrace(*fields, gamma=GAMMA, clip_rho=1.0, clip_c=0.8, clip_pg_rho=1.0)
+    vs, pg = vtrace(*fields, gamma=GAMMA, clip_rho=1.0, clip_c=0.75, clip_pg_rho=1.0)
     # TorchRL's rho is exp(log_pi - log_mu): pass log_rho against zeros.
     trl_pg, trl_vs = functional.vtrace_advantage_estimate(
         GAMMA,
@@ -78,7 +78,7 @@ def test_vtrace_matches_torchrl_with_its_single_rho_clip(seed, horizon, batch):
         _trl(terminated | truncated),
         _trl(terminated),
         rho_thresh=1.0,
-        c_thresh=0.8,
+        c_thresh=0.75,
     )
     torch.testing.assert_close(vs, _back(trl_vs))
     torch.testing.assert_close(pg, _back(trl_pg))

@@ -94,7 +94,7 @@ def vtrace(r, v, nv, term, trunc, log_rho, g, lam, clip_rho, clip_c, clip_pg):
 
 
 @st.composite
-def trajectories(draw: st.DrawFn, max_t: int = 10) -> dict[str, Tensor]:
+def trajectories(draw: st.DrawFn, max_t: int = 40) -> dict[str, Tensor]:
     """A float64 trajectory [T, *B] with random episode ends of both kinds, and discounts.
 
     gamma/lmbda come as a float, a per-env [*B] tensor or a per-step [T, *B] tensor.
@@ -104,15 +104,17 @@ def trajectories(draw: st.DrawFn, max_t: int = 10) -> dict[str, Tensor]:
     shape = (horizon, *batch)
     floats = st.floats(-10.0, 10.0, allow_nan=False, width=32)
     field = lambda: torch.as_tensor(draw(hnp.arrays("float64", shape, elements=floats)))
-    flag = lambda p: torch.as_tensor(
-        draw(hnp.arrays("bool", shape, elements=st.booleans() if p else st.just(False)))
+    # No ends, rare ends (traces cross the scan's chunks of 8 steps) or frequent ends.
+    density = st.sampled_from([[False], [False] * 15 + [True], [False, True]])
+    flag = lambda: torch.as_tensor(
+        draw(hnp.arrays("bool", shape, elements=st.sampled_from(draw(density))))
     )
     traj = {
         "reward": field(),
         "value": field(),
         "next_value": field(),
-        "terminated": flag(draw(st.booleans())),
-        "truncated": flag(draw(st.booleans())),
+        "terminated": flag(),
+        "truncated": flag(),
         "log_rho": field() / 4,
     }
     for name in ("gamma", "lmbda"):
