@@ -77,7 +77,9 @@ def sources(buf: Any, index: Tensor) -> Tensor:
 def gather(buf: Any, index: Tensor) -> dict:
     """The transitions at ``index`` [B] with full ``obs``/``next_obs`` stacks rebuilt."""
     store = buf.storage
-    obs = store["obs"][sources(buf, index)]
-    next_obs = torch.cat([obs[:, 1:], store["next_obs"][index].unsqueeze(1)], dim=1)
-    full = {"obs": obs, "next_obs": next_obs}
-    return {k: full[k] if k in full else tree.index(v, index) for k, v in store.items()}
+    src = sources(buf, index)
+    obs = store["obs"].index_select(0, src.view(-1)).view(*src.shape, *store["obs"].shape[1:])
+    newest = store["next_obs"].index_select(0, index).unsqueeze(1)
+    full = {"obs": obs, "next_obs": torch.cat([obs[:, 1:], newest], dim=1)}
+    pick = lambda x: x.index_select(0, index)
+    return {k: full[k] if k in full else tree.map(pick, v) for k, v in store.items()}

@@ -60,7 +60,11 @@ def sample_sequences(
         flat = frames.gather(buf, index.reshape(-1))
         windows = tree.map(lambda x: x.reshape(batch_size, length, *x.shape[1:]), flat)
     else:
-        windows = tree.map(lambda x: x[index], buf.storage)
+        flat = index.view(-1)
+        windows = tree.map(
+            lambda x: x.index_select(0, flat).view(batch_size, length, *x.shape[1:]),
+            buf.storage,
+        )
     if isinstance(windows, dict) and "is_init" not in windows:
         windows = {**windows, "is_init": is_init}
     return windows, {"index": index, "is_init": is_init}

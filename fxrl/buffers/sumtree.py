@@ -19,21 +19,27 @@ from torch import Tensor
 BRANCH = 32
 
 
-def level_sizes(capacity: int) -> tuple[int, ...]:
-    """Node counts per level, root first: ``level_sizes(100_000) == (1, 32, 128, 3136, 100000)``."""
-    n = -(-capacity // BRANCH) * BRANCH
+def level_sizes(capacity: int, branch: int = BRANCH) -> tuple[int, ...]:
+    """Node counts per level, root first: ``level_sizes(100_000) == (1, 32, 128, 3136, 100000)``.
+
+    Level 1 always has ``branch`` nodes, which is how the functions below read the
+    branching factor back from the tensors.
+    """
+    n = -(-capacity // branch) * branch
     sizes = [n]
     while n > 1:
-        n //= BRANCH
+        n //= branch
         if n > 1:
-            n = -(-n // BRANCH) * BRANCH
+            n = -(-n // branch) * branch
         sizes.append(n)
     return tuple(reversed(sizes))
 
 
-def empty(capacity: int, device: torch.device | None = None) -> tuple[tuple[Tensor, ...], ...]:
+def empty(
+    capacity: int, device: torch.device | None = None, branch: int = BRANCH
+) -> tuple[tuple[Tensor, ...], ...]:
     """A sum tree (zeros) and a min tree (``+inf``) with no priorities set, float64."""
-    sizes = level_sizes(capacity)
+    sizes = level_sizes(capacity, branch)
     sums = tuple(torch.zeros(n, dtype=torch.float64, device=device) for n in sizes)
     mins = tuple(torch.full((n,), torch.inf, dtype=torch.float64, device=device) for n in sizes)
     return sums, mins
@@ -47,14 +53,17 @@ def assign(sums: tuple[Tensor, ...], mins: tuple[Tensor, ...], index: Tensor, va
     never sampled and is left out of the min tree. Returns nothing:
     the trees are written in place.
     """
+    # Eager torch pays a few microseconds per op whatever the size, so this counts ops:
+    # index_select rather than advanced indexing, reductions straight into place.
+    branch = sums[1].shape[-1]
     sums[-1].index_fill_(0, index, 0.0)
     sums[-1].scatter_reduce_(0, index, value, "amax")
-    leaf = sums[-1][index]
-    mins[-1].index_put_((index,), torch.where(leaf > 0, leaf, torch.inf))
+    leaf = sums[-1].index_select(0, index)
+    mins[-1].index_put_((index,), leaf.where(leaf > 0, torch.inf))
     for d in range(len(sums) - 1, 0, -1):
-        index = torch.div(index, BRANCH, rounding_mode="floor")
-        sums[d - 1].index_put_((index,), sums[d].view(-1, BRANCH)[index].sum(-1))
-        mins[d - 1].index_put_((index,), mins[d].view(-1, BRANCH)[index].amin(-1))
+        index = index // branch
+        sums[d - 1].index_put_((index,), sums[d].view(-1, branch).index_select(0, index).sum(-1))
+        mins[d - 1].index_put_((index,), mins[d].view(-1, branch).index_select(0, index).amin(-1))
 
 
 def find(sums: tuple[Tensor, ...], mass: Tensor) -> Tensor:
@@ -65,12 +74,14 @@ def find(sums: tuple[Tensor, ...], mass: Tensor) -> Tensor:
     ``mass`` is kept below each node's own sum, so a zero-priority leaf is never returned
     even when float rounding makes a parent's sum differ from its children's by an ulp.
     """
+    branch = sums[1].shape[-1]
     node = torch.zeros_like(mass, dtype=torch.int64)
+    mass = mass.unsqueeze(-1)
     for level in sums[1:]:
-        children = level.view(-1, BRANCH)[node]
+        children = level.view(-1, branch).index_select(0, node)
         running = children.cumsum(-1)
-        mass = torch.minimum(mass, running[:, -1] * (1.0 - 2.0**-40))
-        child = (running <= mass.unsqueeze(-1)).sum(-1, keepdim=True)
-        mass = mass - (running - children).gather(-1, child).squeeze(-1)
-        node = node * BRANCH + child.squeeze(-1)
+        mass = torch.minimum(mass, running[:, -1:] * (1.0 - 2.0**-40))
+        child = torch.searchsorted(running, mass, right=True)
+        mass = mass - (running - children).gather(-1, child)
+        node = torch.add(child.view(-1), node, alpha=branch)
     return node

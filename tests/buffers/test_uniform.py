@@ -139,3 +139,16 @@ def test_sampling_more_than_size_without_replacement_raises():
     buf = buffers.add(buffers.init(example(), 8), numbered(0, 3))
     with pytest.raises(ValueError, match=r"batch_size=4 without replacement .* holds 3"):
         buffers.sample(buf, random.key(0), 4, replace=False)
+
+
+def test_compiled_add_and_sample_agree_with_eager():
+    step = torch.compile(
+        lambda b, batch, k: buffers.sample(buffers.add(b, batch), k, 6), backend="aot_eager"
+    )
+    compiled_buf = buffers.add(buffers.init(example(), 12), numbered(0, 9))
+    eager_buf = buffers.add(buffers.init(example(), 12), numbered(0, 9))
+    got = step(compiled_buf, numbered(9, 5), random.key(7))
+    want = buffers.sample(buffers.add(eager_buf, numbered(9, 5)), random.key(7), 6)
+    assert all(torch.equal(x, y) for x, y in zip(tree.leaves(got), tree.leaves(want), strict=True))
+    # The compiled add wrote the storage in place, as the eager one does.
+    assert torch.equal(compiled_buf.storage["action"], eager_buf.storage["action"])
