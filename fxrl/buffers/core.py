@@ -31,6 +31,12 @@ __all__ = ["Buffer", "add", "init", "sample", "update_priorities"]
 
 @tree.dataclass
 class Buffer:
+    """A replay buffer's state. Make one with ``init``; read it, don't build it by hand.
+
+    ``capacity`` and the settings are static (part of the treespec), the rest are tensors,
+    so ``tree.stack([init(...) for _ in seeds])`` is a batch of buffers for vmap.
+    """
+
     storage: Any  # pytree like the example; leaves [capacity, *shape]
     cursor: Tensor  # [] int64, the next slot written
     size: Tensor  # [] int64, number of filled slots
@@ -105,7 +111,9 @@ def init(
         ]
         store = tree.unflatten(tree.structure(stored), leaves)
     else:
-        store = tree.map(lambda x: torch.zeros((capacity, *x.shape), dtype=x.dtype), stored)
+        store = tree.map(
+            lambda x: torch.zeros((capacity, *x.shape), dtype=x.dtype, device=x.device), stored
+        )
     sums, mins = sumtree.empty(capacity, device) if prioritized else ((), ())
     zero = torch.zeros((), dtype=torch.int64, device=device)
     return Buffer(
@@ -148,16 +156,18 @@ def add(buf: Buffer, batch: Any) -> Buffer:
     start = _episode_starts(buf, batch, n)
     skip = max(n - buf.capacity, 0)
     m = n - skip
-    pos = (buf.cursor + skip + torch.arange(m, device=buf.cursor.device)) % buf.capacity
     stored = frames.to_stored(batch, buf.frame_stack) if buf.frame_stack else batch
     targets = [*tree.leaves(buf.storage), buf.episode_start]
-    values = [x[skip:] for x in (*tree.leaves(stored), start)]
+    values = [x[skip:] if skip else x for x in (*tree.leaves(stored), start)]
+    pos = None
     if eager(buf.cursor):
         _write_slices(targets, values, (int(buf.cursor) + skip) % buf.capacity)
     else:
+        pos = _positions(buf, skip, m)
         for store, x in zip(targets, values, strict=True):
             store.index_put_((pos,), x)
     if buf.prioritized:
+        pos = _positions(buf, skip, m) if pos is None else pos
         top = (buf.max_priority**buf.alpha).expand(m)
         sumtree.assign(buf.sums, buf.mins, pos, top)
     return buf.replace(
@@ -166,14 +176,21 @@ def add(buf: Buffer, batch: Any) -> Buffer:
     )
 
 
+def _positions(buf: Buffer, skip: int, m: int) -> Tensor:
+    """[m] slots written by an add of ``skip + m`` rows (the first ``skip`` are dropped)."""
+    return (buf.cursor + skip + torch.arange(m, device=buf.cursor.device)) % buf.capacity
+
+
 def _write_slices(targets: list[Tensor], values: list[Tensor], first: int) -> None:
     """Eager fast path: one or two contiguous slice copies (memcpy speed; ``index_put_``
     of 100 Atari frames is ~8x slower)."""
     n = values[0].shape[0]
     head = min(n, targets[0].shape[0] - first)
     for store, x in zip(targets, values, strict=True):
-        store[first : first + head].copy_(x[:head])
-        if head < n:
+        if head == n:
+            store[first : first + n].copy_(x)
+        else:
+            store[first:].copy_(x[:head])
             store[: n - head].copy_(x[head:])
 
 

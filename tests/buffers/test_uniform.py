@@ -152,3 +152,15 @@ def test_compiled_add_and_sample_agree_with_eager():
     assert all(torch.equal(x, y) for x, y in zip(tree.leaves(got), tree.leaves(want), strict=True))
     # The compiled add wrote the storage in place, as the eager one does.
     assert torch.equal(compiled_buf.storage["action"], eager_buf.storage["action"])
+
+
+def test_add_rejects_a_nested_leaf_of_the_wrong_shape_naming_its_path():
+    ex = {"obs": torch.zeros(2), "info": {"lives": torch.zeros((), dtype=torch.int32)}}
+    buf = buffers.init(ex, 8)
+    bad = {"obs": torch.zeros(3, 2), "info": {"lives": torch.zeros(3, 1, dtype=torch.int32)}}
+    with pytest.raises(
+        ValueError,
+        match=r"batch\['info.lives'\] has shape \[3, 1\] int32; "
+        r"expected \[n\] int32",
+    ):
+        buffers.add(buf, bad)
