@@ -8,8 +8,9 @@ windows = buffers.sample_sequences(buf, key, 32, 16)  # [32, 16, ...] with is_in
 buffers.save(buf, "run/buffer"); buf = buffers.load("run/buffer")
 """
 
-from fxrl.buffers.core import Buffer, add, init, sample, update_priorities
+from fxrl.buffers.core import Buffer, add, init, sample
 from fxrl.buffers.io import load, save
+from fxrl.buffers.prioritized import update_priorities
 from fxrl.buffers.sequences import sample_sequences
 
 __all__ = [

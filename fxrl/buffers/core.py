@@ -9,6 +9,8 @@ and the priority trees **in place** and return a new ``Buffer`` that shares them
 new cursor and size), so adding 100 frames to a 100k-frame Atari buffer copies 100 frames,
 not the buffer. Use the returned buffer and drop the old one. ``sample`` is pure.
 
+Prioritized sampling and ``update_priorities`` live in ``fxrl.buffers.prioritized``.
+
 Everything vmaps: a buffer whose leaves carry a leading seed dim (``tree.stack`` of
 buffers) is one buffer per seed, and ``torch.func.vmap(add)`` / ``vmap(sample)`` act per
 seed. Checks that read tensor values (an empty buffer, negative priorities) run in eager
@@ -25,8 +27,9 @@ from torch import Tensor
 from fxrl import random, tree
 from fxrl.buffers import frames, sumtree
 from fxrl.buffers.checks import batch_size_of, check_key, eager, int_arg
+from fxrl.buffers.prioritized import draw, weights
 
-__all__ = ["Buffer", "add", "init", "sample", "update_priorities"]
+__all__ = ["Buffer", "add", "init", "sample"]
 
 
 @tree.dataclass
@@ -241,7 +244,7 @@ def sample(
     if eager(buf.size):
         _check_can_sample(buf, batch_size, replace)
     if buf.prioritized:
-        index = _draw_prioritized(buf, key, batch_size, replace)
+        index = draw(buf, key, batch_size, replace)
     elif replace:
         lowest = frames.lowest_age(buf) if buf.frame_stack else 0
         age = random.randint(key, (batch_size,), lowest, buf.size)
@@ -257,7 +260,7 @@ def sample(
         batch = frames.gather(buf, index)
     else:
         batch = tree.map(lambda x: x.index_select(0, index), buf.storage)
-    return batch, {"index": index, "weight": _weights(buf, index, beta)}
+    return batch, {"index": index, "weight": weights(buf, index, beta)}
 
 
 def _check_can_sample(buf: Buffer, batch_size: int, replace: bool) -> None:
@@ -276,63 +279,3 @@ def _check_can_sample(buf: Buffer, batch_size: int, replace: bool) -> None:
             f"buffer holds {size - lowest} transitions that can be drawn; use "
             f"batch_size <= {size - lowest}, or replace=True."
         )
-
-
-def _draw_prioritized(buf: Buffer, key: Tensor, batch_size: int, replace: bool) -> Tensor:
-    leaves = buf.sums[-1]
-    if replace:
-        mass = random.uniform(key, (batch_size,), dtype=torch.float64) * buf.sums[0]
-        return sumtree.find(buf.sums, mass)
-    # Efraimidis & Spirakis (2006): the top-k of u ** (1 / p) is a draw without
-    # replacement in proportion to p; in logs, log(u) / p.
-    u = random.uniform(key, (leaves.shape[-1],), dtype=torch.float64)
-    score = torch.where(leaves > 0, torch.log1p(-u) / leaves, -torch.inf)
-    return torch.topk(score, batch_size).indices
-
-
-def _weights(buf: Buffer, index: Tensor, beta: float | Tensor | None) -> Tensor:
-    if not buf.prioritized:
-        return torch.ones(index.shape, device=index.device)
-    beta = buf.beta if beta is None else beta
-    # (N P(i))^-beta / max_j (N P(j))^-beta = (p_i / p_min)^-beta: N and the total cancel.
-    return (buf.sums[-1].index_select(0, index) / buf.mins[0]).pow(-beta).float()
-
-
-def update_priorities(buf: Buffer, index: Tensor, priority: Tensor) -> Buffer:
-    """Set the priorities of slots ``index`` [K] to ``priority`` [K] (>= 0, e.g. |TD error|).
-
-    Stores ``(priority + eps) ** alpha``; thousands of indices go in one vectorised call.
-    A slot named more than once keeps the largest of its priorities. Writes the trees in
-    place and returns the buffer with an updated maximum priority.
-    """
-    if not buf.prioritized:
-        raise ValueError(
-            "fxrl.buffers.update_priorities: this buffer is uniform; create it with "
-            "init(example, capacity, prioritized=True) to use priorities."
-        )
-    if not isinstance(index, Tensor) or index.ndim != 1 or index.dtype != torch.int64:
-        raise ValueError(
-            f"fxrl.buffers.update_priorities: index is {_desc(index)}; expected int64 [K], "
-            "such as info['index'] from sample."
-        )
-    if not isinstance(priority, Tensor) or priority.shape != index.shape:
-        raise ValueError(
-            f"fxrl.buffers.update_priorities: priority is {_desc(priority)}; expected a "
-            f"float tensor of index's shape {list(index.shape)}. For TD errors of shape "
-            "[K, 1], pass td_error.abs().squeeze(-1)."
-        )
-    shifted = priority.detach().to(torch.float64) + buf.eps
-    lowest, highest = torch.aminmax(shifted)
-    if eager(priority) and not (bool(lowest >= buf.eps) and bool(highest < torch.inf)):
-        raise ValueError(
-            "fxrl.buffers.update_priorities: priority has negative, NaN or infinite "
-            "values; expected finite values >= 0 (pass td_error.abs())."
-        )
-    sumtree.assign(buf.sums, buf.mins, index, shifted**buf.alpha)
-    return buf.replace(max_priority=torch.maximum(buf.max_priority, highest))
-
-
-def _desc(x: Any) -> str:
-    if isinstance(x, Tensor):
-        return f"a tensor {list(x.shape)} {str(x.dtype).removeprefix('torch.')}"
-    return f"{type(x).__name__}"

@@ -194,3 +194,22 @@ def test_find_returns_the_leaf_whose_prefix_interval_holds_the_mass(data):
         assert cum[i] - values[i] <= m * (1 + 1e-12) + 1e-12 and (
             m < cum[i] * (1 + 1e-12) or i == max(j for j in range(n) if values[j] > 0)
         )
+
+
+def test_prioritized_sampling_without_replacement_draws_distinct_items_by_priority():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    buf = buffers.init(example(), 40, prioritized=True, alpha=1.0, eps=0.0)
+    buf = buffers.add(buf, {"x": torch.arange(30), "reward": torch.zeros(30)})
+    priority = torch.zeros(30)
+    priority[:6] = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    buf = buffers.update_priorities(buf, torch.arange(30), priority)
+    _, info = buffers.sample(buf, random.key(0), 6, replace=False)
+    assert sorted(info["index"].tolist()) == list(range(6))
+    # The first pick of a draw without replacement is a draw in proportion to priority.
+    keys = random.split(random.key(1), 4000)
+    first = torch.func.vmap(lambda k: buffers.sample(buf, k, 2, replace=False)[1]["index"][0])(keys)
+    counts = torch.bincount(first, minlength=6).double()
+    expected = priority[:6].double() / priority.sum() * 4000
+    assert scipy_stats.chisquare(counts.numpy(), expected.numpy()).pvalue > 1e-3
+    with pytest.raises(ValueError, match=r"batch_size=7 without replacement .* holds 6"):
+        buffers.sample(buf, random.key(0), 7, replace=False)
