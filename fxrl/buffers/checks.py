@@ -42,45 +42,54 @@ def check_key(fn: str, key: Any) -> None:
 
 
 def batch_size_of(fn: str, buf: Any, batch: Any) -> int:
-    """Check ``batch`` against the buffer's example and return its leading size ``n``."""
-    example_names = tree.path_names(buf.storage, ".")
-    if tree.structure(batch) != tree.structure(buf.storage):
+    """Check ``batch`` against the buffer's example and return its leading size ``n``.
+
+    Cheap when the batch is right (one flatten, shape and dtype compares); leaf names are
+    only worked out to explain an error.
+    """
+    spec = tree.structure(buf.storage)
+    if tree.structure(batch) != spec:
+        names = tree.path_names(buf.storage, ".")
         got = tree.path_names(batch, ".") if tree.leaves(batch) else []
-        missing = sorted(set(example_names) - set(got))
-        extra = sorted(set(got) - set(example_names))
+        missing = sorted(set(names) - set(got))
+        extra = sorted(set(got) - set(names))
         raise ValueError(
             f"fxrl.buffers.{fn}: batch does not have the example's structure: missing "
-            f"{missing}, unexpected {extra} (example leaves: {example_names}). Pass the "
-            "same keys as the example given to init."
+            f"{missing}, unexpected {extra} (example leaves: {names}). Pass the same keys "
+            "as the example given to init."
         )
-    n = None
     leaves = tree.leaves(batch)
-    for name, x, shape, store in zip(
-        example_names, leaves, buf.shapes, tree.leaves(buf.storage), strict=True
-    ):
-        if not isinstance(x, Tensor):
-            raise TypeError(
-                f"fxrl.buffers.{fn}: batch leaf {name!r} is {type(x).__name__}; expected a "
-                f"tensor [n, {', '.join(map(str, shape))}]."
-            )
-        want = f"[n, {', '.join(map(str, shape))}]".replace(", ]", "]")
-        if tuple(x.shape[1:]) != shape or x.dtype != store.dtype:
-            hint = " (one transition? add a leading dim: tree.map(lambda x: x[None], t))"
+    stores = tree.leaves(buf.storage)
+    n = leaves[0].shape[0] if leaves and isinstance(leaves[0], Tensor) and leaves[0].ndim else None
+    for i, (x, shape, store) in enumerate(zip(leaves, buf.shapes, stores, strict=True)):
+        ok = isinstance(x, Tensor) and x.ndim == len(shape) + 1 and x.shape[1:] == shape
+        if not (ok and x.dtype == store.dtype):
+            _bad_leaf(fn, buf, i, x, shape, store.dtype)
+        if x.shape[0] != n:
+            names = tree.path_names(buf.storage, ".")
             raise ValueError(
-                f"fxrl.buffers.{fn}: batch[{name!r}] has shape {list(x.shape)} "
-                f"{_dtype(x.dtype)}; expected {want} {_dtype(store.dtype)} as in the "
-                f"example{hint if tuple(x.shape) == shape else ''}."
-            )
-        if n is None:
-            n = x.shape[0]
-        elif x.shape[0] != n:
-            raise ValueError(
-                f"fxrl.buffers.{fn}: batch[{name!r}] has {x.shape[0]} rows but "
-                f"batch[{example_names[0]!r}] has {n}; every leaf needs the same leading size."
+                f"fxrl.buffers.{fn}: batch[{names[i]!r}] has {x.shape[0]} rows but "
+                f"batch[{names[0]!r}] has {n}; every leaf needs the same leading size."
             )
     if not n:
         raise ValueError(f"fxrl.buffers.{fn}: batch has no rows (n = {n}); expected n >= 1.")
     return n
+
+
+def _bad_leaf(fn: str, buf: Any, i: int, x: Any, shape: tuple, dtype: torch.dtype) -> None:
+    name = tree.path_names(buf.storage, ".")[i]
+    want = f"[n, {', '.join(map(str, shape))}]".replace(", ]", "]")
+    if not isinstance(x, Tensor):
+        raise TypeError(
+            f"fxrl.buffers.{fn}: batch leaf {name!r} is {type(x).__name__}; expected a "
+            f"tensor {want} {_dtype(dtype)}."
+        )
+    hint = " (one transition? add a leading dim: tree.map(lambda x: x[None], t))"
+    raise ValueError(
+        f"fxrl.buffers.{fn}: batch[{name!r}] has shape {list(x.shape)} {_dtype(x.dtype)}; "
+        f"expected {want} {_dtype(dtype)} as in the example"
+        f"{hint if tuple(x.shape) == shape else ''}."
+    )
 
 
 def _dtype(d: torch.dtype) -> str:

@@ -164,3 +164,11 @@ def test_add_rejects_a_nested_leaf_of_the_wrong_shape_naming_its_path():
         r"expected \[n\] int32",
     ):
         buffers.add(buf, bad)
+
+
+def test_add_rejects_one_transition_of_scalars():
+    buf = buffers.init({"reward": torch.zeros(())}, 8)
+    with pytest.raises(
+        ValueError, match=r"batch\['reward'\] has shape \[\] float32; .*leading dim"
+    ):
+        buffers.add(buf, {"reward": torch.zeros(())})
