@@ -100,10 +100,10 @@ def init(
             f"fxrl.buffers.init: got storage={storage!r}, path={path!r}; expected "
             "storage='memory' (no path) or storage='memmap' with path=DIRECTORY."
         )
-    if prioritized and frame_stack:
+    if frame_stack and capacity < frame_stack:
         raise ValueError(
-            "fxrl.buffers.init: prioritized=True with frame_stack is not supported; use "
-            "frame_stack=0 (full stacks) or storage='memmap' for a large prioritized buffer."
+            f"fxrl.buffers.init: capacity={capacity} is smaller than frame_stack="
+            f"{frame_stack}; a frame-stacked buffer needs capacity >= frame_stack."
         )
     stored = frames.stored_example(example, frame_stack) if frame_stack else example
     device = tree.leaves(example)[0].device if named else None
@@ -173,10 +173,13 @@ def add(buf: Buffer, batch: Any) -> Buffer:
         pos = _positions(buf, skip, m) if pos is None else pos
         top = (buf.max_priority**buf.alpha).expand(m)
         sumtree.assign(buf.sums, buf.mins, pos, top)
-    return buf.replace(
+    out = buf.replace(
         cursor=(buf.cursor + n) % buf.capacity,
         size=torch.clamp(buf.size + n, max=buf.capacity),
     )
+    if buf.prioritized and buf.frame_stack > 1:
+        frames.retire_oldest(out)
+    return out
 
 
 def _positions(buf: Buffer, skip: int, m: int) -> Tensor:
@@ -271,11 +274,16 @@ def _check_can_sample(buf: Buffer, batch_size: int, replace: bool) -> None:
             "fxrl.buffers.sample: the buffer is empty (size 0); add(buf, batch) before "
             "sampling, e.g. after a warm-up of random actions."
         )
-    if not replace and buf.prioritized:
-        size = int((buf.sums[-1] > 0).sum())
-    if not replace and batch_size > size - lowest:
+    if buf.prioritized and not float(buf.sums[0][0]) > 0:
+        raise ValueError(
+            "fxrl.buffers.sample: every priority in the buffer is zero; nothing can be "
+            "drawn in proportion to priority. Use eps > 0 in init, or update_priorities "
+            "with some positive values."
+        )
+    available = int((buf.sums[-1] > 0).sum()) if buf.prioritized else size - lowest
+    if not replace and batch_size > available:
         raise ValueError(
             f"fxrl.buffers.sample: batch_size={batch_size} without replacement but the "
-            f"buffer holds {size - lowest} transitions that can be drawn; use "
-            f"batch_size <= {size - lowest}, or replace=True."
+            f"buffer holds {available} transitions that can be drawn; use "
+            f"batch_size <= {available}, or replace=True."
         )

@@ -10,8 +10,9 @@ arithmetic: the older frames of ``obs`` at slot ``t`` are the newest frames at s
 Keeping ``next_obs``'s frame makes episode ends exact, truncations included.
 
 When the ring is full the ``S - 1`` oldest slots have lost their history and are not
-sampled. The stream must be one env's consecutive steps (for several envs, one buffer per
-env: ``tree.stack`` them and vmap ``add``/``sample``).
+sampled (in a prioritized buffer their priority is set to zero). The stream must be one
+env's consecutive steps (for several envs, one buffer per env: ``tree.stack`` them and
+vmap ``add``/``sample``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 from torch import Tensor
 
 from fxrl import tree
+from fxrl.buffers import sumtree
 
 _KEYS = ("obs", "next_obs")
 
@@ -60,6 +62,23 @@ def to_stored(batch: dict, frame_stack: int) -> dict:
 def lowest_age(buf: Any) -> Tensor:
     """The youngest age (0 = oldest slot) that may be sampled: S - 1 once the ring wrapped."""
     return torch.where(buf.size >= buf.capacity, buf.frame_stack - 1, 0)
+
+
+def sampleable(buf: Any, index: Tensor) -> Tensor:
+    """[K] bool: the slots ``index`` still have their history (age >= ``lowest_age``)."""
+    age = (index - (buf.cursor - buf.size)) % buf.capacity
+    return (age >= lowest_age(buf)) & (age < buf.size)
+
+
+def retire_oldest(buf: Any) -> None:
+    """Prioritized + frame-stacked: zero the priority of the ``S - 1`` oldest slots of a
+    full ring, in place, so they are never drawn (they only age towards being
+    overwritten, and get a fresh priority when they are)."""
+    zone = (buf.cursor + torch.arange(buf.frame_stack - 1, device=buf.cursor.device)) % (
+        buf.capacity
+    )
+    keep = buf.sums[-1].index_select(0, zone) * (buf.size < buf.capacity)
+    sumtree.assign(buf.sums, buf.mins, zone, keep)
 
 
 def sources(buf: Any, index: Tensor) -> Tensor:

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from fxrl import random
-from fxrl.buffers import sumtree
+from fxrl.buffers import frames, sumtree
 from fxrl.buffers.checks import eager
 
 if TYPE_CHECKING:
@@ -75,7 +75,11 @@ def update_priorities(buf: Buffer, index: Tensor, priority: Tensor) -> Buffer:
             "fxrl.buffers.update_priorities: priority has negative, NaN or infinite "
             "values; expected finite values >= 0 (pass td_error.abs())."
         )
-    sumtree.assign(buf.sums, buf.mins, index, shifted**buf.alpha)
+    value = shifted**buf.alpha
+    if buf.frame_stack > 1:
+        # A slot sampled earlier may have aged into the S - 1 oldest since: keep it at zero.
+        value = torch.where(frames.sampleable(buf, index), value, 0.0)
+    sumtree.assign(buf.sums, buf.mins, index, value)
     return buf.replace(max_priority=torch.maximum(buf.max_priority, highest))
 
 

@@ -122,3 +122,33 @@ def test_memmap_storage_lives_in_files_and_samples_like_memory(tmp_path):
     assert all(torch.equal(x, y) for x, y in zip(tree.leaves(a), tree.leaves(b), strict=True))
     with pytest.raises(ValueError, match="storage='memmap' with path=DIRECTORY"):
         buffers.init(example(), 12, storage="memmap")
+
+
+@given(
+    lengths=st.lists(st.integers(1, 9), min_size=1, max_size=8),
+    capacity=st.integers(S, 30),
+    chunk=st.integers(1, 7),
+    key=keys(),
+)
+def test_prioritized_frame_stacked_buffer_never_draws_a_slot_without_its_history(
+    lengths, capacity, chunk, key
+):
+    data = atari_like_stream(lengths)
+    naive = buffers.init(example(), capacity)
+    small = buffers.init(example(), capacity, prioritized=True, frame_stack=S)
+    drawn = None
+    for i in range(0, data["action"].shape[0], chunk):
+        part = tree.index(data, slice(i, i + chunk))
+        naive, small = buffers.add(naive, part), buffers.add(small, part)
+        # Re-prioritize what was drawn before this add, as a DQN loop may: some of those
+        # slots have just aged into the S - 1 oldest and must stay at zero.
+        if drawn is not None:
+            small = buffers.update_priorities(small, drawn, torch.rand(8) + 0.5)
+        drawn = buffers.sample(small, random.fold_in(key, i), 8)[1]["index"]
+    batch, info = buffers.sample(small, key, 64)
+    assert buffers.frames.sampleable(small, info["index"]).all()
+    for name in batch:
+        assert torch.equal(batch[name], naive.storage[name][info["index"]]), name
+    if int(small.size) == capacity:
+        zone = [(int(small.cursor) + k) % capacity for k in range(S - 1)]
+        assert (small.sums[-1][zone] == 0).all()

@@ -213,3 +213,11 @@ def test_prioritized_sampling_without_replacement_draws_distinct_items_by_priori
     assert scipy_stats.chisquare(counts.numpy(), expected.numpy()).pvalue > 1e-3
     with pytest.raises(ValueError, match=r"batch_size=7 without replacement .* holds 6"):
         buffers.sample(buf, random.key(0), 7, replace=False)
+
+
+def test_sampling_when_every_priority_is_zero_raises():
+    buf = buffers.init(example(), 8, prioritized=True, eps=0.0)
+    buf = buffers.add(buf, {"x": torch.arange(4), "reward": torch.zeros(4)})
+    buf = buffers.update_priorities(buf, torch.arange(4), torch.zeros(4))
+    with pytest.raises(ValueError, match="every priority in the buffer is zero"):
+        buffers.sample(buf, random.key(0), 2)
