@@ -21,6 +21,7 @@ Cases, one JSON line per (case, op), with fxrl's and the peer's milliseconds per
 Memory at --capacity 100000: about 3 GB (uniform_atari) then 7 GB (frames_atari).
 
     python bench/buffer_bench.py [--threads 1] [--capacity 100000] [--compile] [--quick]
+                                 [--case all|uniform_atari|frames_atari|prioritized]
 """
 
 from __future__ import annotations
@@ -319,10 +320,13 @@ def main() -> None:
             }
         )
     )
-    uniform_case("uniform_atari", args, frame_stack=0)
-    uniform_case("frames_atari", args, frame_stack=4)
-    for capacity in (100_000,) if args.quick else (100_000, 1_000_000):
-        prioritized_case(args, capacity)
+    if args.case in ("all", "uniform_atari"):
+        uniform_case("uniform_atari", args, frame_stack=0)
+    if args.case in ("all", "frames_atari"):
+        uniform_case("frames_atari", args, frame_stack=4)
+    if args.case in ("all", "prioritized"):
+        for capacity in (100_000,) if args.quick else (100_000, 1_000_000):
+            prioritized_case(args, capacity)
 
 
 if __name__ == "__main__":

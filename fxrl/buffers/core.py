@@ -274,14 +274,16 @@ def _check_can_sample(buf: Buffer, batch_size: int, replace: bool) -> None:
             "fxrl.buffers.sample: the buffer is empty (size 0); add(buf, batch) before "
             "sampling, e.g. after a warm-up of random actions."
         )
-    if buf.prioritized and not float(buf.sums[0][0]) > 0:
+    if buf.prioritized and not float(buf.sums[0]) > 0:
         raise ValueError(
             "fxrl.buffers.sample: every priority in the buffer is zero; nothing can be "
             "drawn in proportion to priority. Use eps > 0 in init, or update_priorities "
             "with some positive values."
         )
+    if replace:
+        return
     available = int((buf.sums[-1] > 0).sum()) if buf.prioritized else size - lowest
-    if not replace and batch_size > available:
+    if batch_size > available:
         raise ValueError(
             f"fxrl.buffers.sample: batch_size={batch_size} without replacement but the "
             f"buffer holds {available} transitions that can be drawn; use "

@@ -45,7 +45,9 @@ def empty(
     return sums, mins
 
 
-def assign(sums: tuple[Tensor, ...], mins: tuple[Tensor, ...], index: Tensor, value: Tensor):
+def assign(
+    sums: tuple[Tensor, ...], mins: tuple[Tensor, ...], index: Tensor, value: Tensor
+) -> None:
     """Set leaves ``index`` [K] to ``value`` [K] (float64 >= 0) and refresh their ancestors.
 
     Duplicate indices keep the largest of their values (``scatter_reduce`` with ``amax``),
@@ -75,12 +77,17 @@ def find(sums: tuple[Tensor, ...], mass: Tensor) -> Tensor:
     even when float rounding makes a parent's sum differ from its children's by an ulp.
     """
     branch = sums[1].shape[-1]
-    node = torch.zeros_like(mass, dtype=torch.int64)
-    mass = mass.unsqueeze(-1)
-    for level in sums[1:]:
+    limit = 1.0 - 2.0**-40
+    # Level 1 is the root's children, the same row for every draw: no gather needed.
+    running = sums[1].cumsum(0)
+    mass = torch.minimum(mass.unsqueeze(-1), running[-1:] * limit)
+    child = torch.searchsorted(running, mass, right=True)
+    mass = mass - (running - sums[1])[child]
+    node = child.view(-1)
+    for level in sums[2:]:
         children = level.view(-1, branch).index_select(0, node)
         running = children.cumsum(-1)
-        mass = torch.minimum(mass, running[:, -1:] * (1.0 - 2.0**-40))
+        mass = torch.minimum(mass, running[:, -1:] * limit)
         child = torch.searchsorted(running, mass, right=True)
         mass = mass - (running - children).gather(-1, child)
         node = torch.add(child.view(-1), node, alpha=branch)
