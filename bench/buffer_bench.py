@@ -306,6 +306,12 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="10k Atari, 100k priorities, few iters"
     )
+    parser.add_argument(
+        "--case",
+        choices=["all", "uniform_atari", "frames_atari", "prioritized"],
+        default="all",
+        help="run one case only",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
