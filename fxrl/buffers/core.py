@@ -56,6 +56,14 @@ class Buffer:
     shapes: tuple = tree.field(static=True, default=())  # the example's leaf shapes
 
 
+def evolve(buf: Buffer, **changes: Any) -> Buffer:
+    """``buf.replace(**changes)`` for the hot paths: ``replace`` re-checks the field names
+    and runs ``__init__``, which cost more than the rest of a one-step ``add``."""
+    new = object.__new__(Buffer)
+    new.__dict__.update(buf.__dict__, **changes)
+    return new
+
+
 def init(
     example: Any,
     capacity: int,
@@ -173,7 +181,8 @@ def add(buf: Buffer, batch: Any) -> Buffer:
         pos = _positions(buf, skip, m) if pos is None else pos
         top = (buf.max_priority**buf.alpha).expand(m)
         sumtree.assign(buf.sums, buf.mins, pos, top)
-    out = buf.replace(
+    out = evolve(
+        buf,
         cursor=(buf.cursor + n) % buf.capacity,
         size=torch.clamp(buf.size + n, max=buf.capacity),
     )

@@ -80,7 +80,9 @@ def update_priorities(buf: Buffer, index: Tensor, priority: Tensor) -> Buffer:
         # A slot sampled earlier may have aged into the S - 1 oldest since: keep it at zero.
         value = torch.where(frames.sampleable(buf, index), value, 0.0)
     sumtree.assign(buf.sums, buf.mins, index, value)
-    return buf.replace(max_priority=torch.maximum(buf.max_priority, highest))
+    from fxrl.buffers.core import evolve
+
+    return evolve(buf, max_priority=torch.maximum(buf.max_priority, highest))
 
 
 def _desc(x: Any) -> str:
