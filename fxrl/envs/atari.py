@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
+from fxrl.envs.atari_vector import AtariVector, atari_screen, vector_settings
 from fxrl.envs.host import HostEnv
 
-__all__ = ["atari", "games"]
+__all__ = ["AtariVector", "atari", "atari_screen", "games"]
 
 
 def _roms_dir() -> Path:
@@ -162,6 +163,7 @@ def atari(
     max_num_frames_per_episode: int | None = 108_000,
     obs_type: str = "rgb",
     auto_reset: bool = True,
+    preprocess: str | None = None,
     **kwargs: Any,
 ) -> HostEnv:
     """An Atari game through ale-py as a host env (not pure), defaults as ``ALE/<Game>-v5``.
@@ -169,8 +171,11 @@ def atari(
     Args:
       game: "Pong", "Breakout", "SpaceInvaders" (or ale-py's "space_invaders"); see
         ``games()``.
-      num_envs, asynchronous: a gymnasium vector env of ``num_envs`` games, in processes
-        with ``asynchronous=True``.
+      num_envs: ``num_envs`` games stepped by ale-py's C++ vector env
+        (``ale_py.vector_env.AtariVectorEnv``: threads in C++, one call per step), raw
+        RGB screens [N, 210, 160, 3] unless ``preprocess="ale"``.
+      asynchronous: with ``num_envs``, gymnasium's ``AsyncVectorEnv`` of single games
+        (one process each) instead of ale-py's vector env.
       frameskip: emulator frames per step (the action repeats; rewards add up).
       repeat_action_probability: sticky actions: the emulator keeps the previous action
         with this probability, per frame.
@@ -182,7 +187,14 @@ def atari(
       max_num_frames_per_episode: truncate after this many emulator frames.
       obs_type: "rgb" ([210, 160, 3] uint8), "grayscale" ([210, 160]) or "ram" ([128]).
       auto_reset: begin the next episode inside ``step`` (``info["next_obs"]``).
-      kwargs: more ``ale_py.env.AtariEnv`` arguments (``mode``, ``difficulty``...).
+      preprocess: ale-py's vector env only: ``"ale"`` for its C++ preprocessing
+        (grayscale, resize to 84x84 by area, a stack of 4, max over the last two frames)
+        giving [N, 4, 84, 84] uint8. An exported policy must then see the same: put
+        ``atari_screen()`` and ``frame_stack(4, dim=-3)`` in front of it (exact with
+        ``maxpool=False``). ``None``: raw screens, for ``fxrl.transforms``.
+      kwargs: more ``ale_py.env.AtariEnv`` arguments (``mode``, ``difficulty``...); with
+        ale-py's vector env: ``img_height``, ``img_width``, ``grayscale``, ``stack_num``,
+        ``maxpool``, ``num_threads``.
     Returns:
       A ``HostEnv``; its TimeSteps report ``info["lives"]``.
     """
@@ -202,6 +214,32 @@ def atari(
         shown.append(f"noop_reset={noop_reset}")
     if episodic_life:
         shown.append("episodic_life=True")
+    if preprocess is not None and (num_envs is None or asynchronous):
+        raise ValueError(
+            f"fxrl.envs.atari({game!r}): preprocess={preprocess!r} is ale-py's vector env's "
+            "C++ preprocessing: give num_envs (and no asynchronous). For one env, preprocess "
+            "with fxrl.transforms (atari_screen(), frame_stack(4, dim=-3))."
+        )
+    if num_envs is not None and not asynchronous:
+        if not auto_reset:
+            raise ValueError(
+                f"fxrl.envs.atari({game!r}, num_envs={num_envs}): ale-py's vector env resets "
+                "ended games itself; auto_reset=False needs asynchronous=True."
+            )
+        raw, vector = vector_settings(game, preprocess, frameskip, obs_type, kwargs)
+        vector.update(
+            frameskip=frameskip,
+            repeat_action_probability=repeat_action_probability,
+            full_action_space=full_action_space,
+            max_num_frames_per_episode=max_num_frames_per_episode or 0,
+            noop_max=noop_reset,
+            episodic_life=episodic_life,
+            use_fire_reset=False,
+            reward_clipping=False,
+        )
+        if preprocess:
+            shown.append(f"preprocess={preprocess!r}")
+        return AtariVector(rom, num_envs, raw, vector, f"fxrl.envs.atari({', '.join(shown)}")
     return HostEnv(
         _AtariMaker(rom, noop_reset, episodic_life, settings),
         num_envs=num_envs,

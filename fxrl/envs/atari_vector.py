@@ -1,0 +1,166 @@
+"""ale-py's C++ vector env behind fxrl's host-env call shape, and its screen preprocessing
+as an fxrl transform.
+
+``fxrl.envs.atari(game, num_envs=N)`` builds an ``AtariVector``: N games stepped by
+``ale_py.vector_env.AtariVectorEnv`` (threads in C++, one call per step for the whole
+batch), raw RGB screens by default so that fxrl's transforms (the same objects as in the
+exported policy) preprocess them. ``preprocess="ale"`` turns on ale-py's own C++
+preprocessing instead; ``atari_screen()`` reproduces it frame by frame for the policy side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from fxrl import specs
+from fxrl.envs.host import HostEnv
+from fxrl.transforms import Transform
+
+__all__ = ["AtariScreen", "AtariVector", "atari_screen", "vector_settings"]
+
+_RAW = {"img_height": 210, "img_width": 160, "grayscale": False, "stack_num": 1, "maxpool": False}
+_ALE_PREPROCESSING = {"img_height": 84, "img_width": 84, "grayscale": True, "stack_num": 4,
+                      "maxpool": True}  # fmt: skip
+
+
+class _SameStep:
+    """ale-py's ``AtariVectorEnv`` with fxrl's host-env conventions: seeds from keys as an
+    int32 array, raw screens without the stack dim, and SAME_STEP auto-reset that keeps
+    the step's own info. ale-py's SAME_STEP reports the new game's lives where a game
+    ended, so it runs in NEXT_STEP mode and resets ended games at once (``reset_mask``):
+    one extra C++ call per episode end."""
+
+    def __init__(self, game: str, num_envs: int, raw: bool, settings: dict[str, Any]) -> None:
+        from ale_py.vector_env import AtariVectorEnv
+
+        self.env = AtariVectorEnv(game, num_envs, autoreset_mode="NextStep", **settings)
+        self.raw, self.num_envs = raw, num_envs
+        space = self.env.single_observation_space
+        if raw:  # drop the stack dim of 1: [210, 160, 3] screens, as the single env's
+            import gymnasium
+
+            shape = space.shape[1:]
+            space = gymnasium.spaces.Box(0, 255, shape, dtype=space.dtype)
+        self.single_observation_space = space
+        self.single_action_space = self.env.single_action_space
+
+    def _obs(self, obs: Any) -> Any:
+        return obs.reshape(obs.shape[0], *obs.shape[2:]) if self.raw else obs
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        import numpy as np
+
+        if isinstance(seed, list):  # uint32 words from the key; ALE takes int32 seeds
+            seed = np.asarray([s % 2**31 for s in seed], dtype=np.int32)
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._obs(obs), info
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        import numpy as np
+
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        done = terminated | truncated
+        if done.any():
+            final = self._obs(obs)
+            seeds = np.full(int(done.sum()), -1, dtype=np.int32)  # the game's stream goes on
+            obs, _ = self.env.reset(seed=seeds, options={"reset_mask": done})
+            info = {**info, "final_obs": final, "_final_obs": done}
+        return self._obs(obs), reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class AtariVector(HostEnv):
+    """``num_envs`` games stepped by ale-py's C++ vector env (threads in C++, one call per
+    step); built by ``atari(game, num_envs=N)``."""
+
+    def __init__(
+        self, rom: str, num_envs: int, raw: bool, settings: dict[str, Any], call: str
+    ) -> None:
+        # HostEnv's own __init__ builds gymnasium vector envs of single envs; this one is
+        # one C++ object, so the same fields are set here.
+        if not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"{call}): num_envs must be a positive int, got {num_envs!r}.")
+        self.call, self.alternative = call, ""
+        self.num_envs, self.asynchronous, self.dtype = num_envs, False, torch.float32
+        self._auto_reset, self.info_keys = True, ("lives",)
+        self.gymnasium_env = _SameStep(rom, num_envs, raw, settings)
+        self.batch_shape = (num_envs,)
+        self.observation_spec = specs.from_gymnasium(self.gymnasium_env.single_observation_space)
+        self.action_spec = specs.from_gymnasium(self.gymnasium_env.single_action_space)
+        self._discrete = False
+        self._latest = None
+
+
+def _area_weights(n_in: int, n_out: int) -> torch.Tensor:
+    """[n_out, n_in]: the share of each source pixel in each output pixel when ``n_in``
+    pixels are averaged down to ``n_out`` by area (OpenCV's INTER_AREA)."""
+    scale = n_in / n_out
+    lo = torch.arange(n_out, dtype=torch.float64)[:, None] * scale
+    j = torch.arange(n_in, dtype=torch.float64)[None, :]
+    overlap = torch.minimum(lo + scale, j + 1) - torch.maximum(lo, j)
+    return overlap.clamp(min=0) / scale
+
+
+class AtariScreen(Transform):
+    """See ``atari_screen``."""
+
+    def __init__(self, height: int, width: int) -> None:
+        self.size = (height, width)
+
+    def __call__(self, obs: torch.Tensor, state: Any = None) -> torch.Tensor:
+        if obs.ndim < 3 or obs.shape[-1] != 3 or obs.dtype != torch.uint8:
+            raise ValueError(
+                f"atari_screen: expects raw [..., H, W, 3] uint8 screens, got shape "
+                f"{list(obs.shape)} {str(obs.dtype).removeprefix('torch.')}."
+            )
+        x = obs.to(torch.float64)
+        gray = (0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2]).round()
+        rows = _area_weights(obs.shape[-3], self.size[0])
+        cols = _area_weights(obs.shape[-2], self.size[1])
+        small = (rows @ gray @ cols.T).round()
+        return small.to(torch.uint8).unsqueeze(-3)
+
+    def observation_spec(self, spec: Any) -> specs.Box:
+        return specs.Box(0, 255, (*spec.shape[:-3], 1, *self.size), dtype=torch.uint8)
+
+    def __repr__(self) -> str:
+        return f"atari_screen({self.size[0]}, {self.size[1]})"
+
+
+def atari_screen(height: int = 84, width: int = 84) -> AtariScreen:
+    """ale-py's C++ screen preprocessing of one frame as an fxrl transform: raw RGB
+    ``[..., 210, 160, 3]`` uint8 -> luma ``[..., 1, height, width]`` uint8 (ALE's
+    grayscale, round(0.299 R + 0.587 G + 0.114 B), then an area resize as OpenCV's
+    INTER_AREA), equal to ``atari(game, num_envs=N, preprocess="ale", maxpool=False)``'s
+    frames (tested). Put it in front of a policy trained on that preprocessing."""
+    return AtariScreen(height, width)
+
+
+def vector_settings(
+    game: str, preprocess: str | None, frameskip: Any, obs_type: str, kwargs: dict[str, Any]
+) -> tuple[bool, dict[str, Any]]:
+    if preprocess not in (None, "ale"):
+        raise ValueError(
+            f"fxrl.envs.atari: preprocess must be None (raw RGB screens, preprocessed by "
+            f"fxrl.transforms) or 'ale' (ale-py's C++ preprocessing), got {preprocess!r}."
+        )
+    if not isinstance(frameskip, int) or obs_type != "rgb":
+        raise ValueError(
+            f"fxrl.envs.atari({game!r}, num_envs=...): ale-py's vector env takes an int "
+            f"frameskip and RGB screens (got frameskip={frameskip!r}, obs_type={obs_type!r}); "
+            "for these, use gymnasium's vector env: asynchronous=True."
+        )
+    base = dict(_ALE_PREPROCESSING if preprocess == "ale" else _RAW)
+    unknown = set(kwargs) - set(_ALE_PREPROCESSING) - {"num_threads", "thread_affinity_offset"}
+    if unknown:
+        raise TypeError(
+            f"fxrl.envs.atari({game!r}, num_envs=...): unknown arguments {sorted(unknown)} "
+            f"for ale-py's vector env; it takes {sorted(_ALE_PREPROCESSING)}, num_threads."
+        )
+    base.update(kwargs)
+    raw = preprocess is None and base == _RAW
+    return raw, base
