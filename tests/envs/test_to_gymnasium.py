@@ -298,15 +298,30 @@ def test_sb3_ppo_trains_on_the_single_adapter_wrapped_by_sb3():
     assert model.num_timesteps == 128 and len(model.ep_info_buffer) > 0
 
 
-def test_sb3_ppo_learns_fxrl_cartpole_through_to_sb3_judged_in_gymnasiums_cartpole():
+def load_example(name):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).parents[2] / "examples" / "sb3_ppo_fxrl_cartpole.py"
-    spec = importlib.util.spec_from_file_location("sb3_ppo_fxrl_cartpole", path)
+    path = Path(__file__).parents[2] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     example = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = example  # its dataclass looks itself up there
     spec.loader.exec_module(example)
+    return example
+
+
+def test_cleanrl_style_ppo_loop_runs_unchanged_on_fxrl_and_on_gymnasiums_vector_env():
+    example = load_example("cleanrl_ppo_fxrl_cartpole")
+    logs = {}
+    for backend in ("fxrl", "gymnasium"):
+        args = example.Args(backend=backend, total_timesteps=2 * 8 * 64, num_steps=64)
+        logs[backend] = example.train(args)
+    for log in logs.values():  # episodes were seen and logged through the same code
+        assert len(log) > 5 and all(e["return"] >= 8 for e in log)
+
+
+def test_sb3_ppo_learns_fxrl_cartpole_through_to_sb3_judged_in_gymnasiums_cartpole():
+    example = load_example("sb3_ppo_fxrl_cartpole")
     result = example.main(example.Args(total_timesteps=30_000, seed=0))
     # a random policy scores ~22; 30k steps took 16 s when measured
     assert result["eval_mean_return"] > 150
