@@ -19,6 +19,7 @@ code only; shape and dtype checks run everywhere.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -90,8 +91,10 @@ def init(
         stacks when sampling; exact for stacks that start an episode by repeating its
         first frame (``fxrl.transforms.frame_stack``, gymnasium's FrameStackObservation).
         Needs one stream of consecutive steps per buffer (one env; vmap for more).
-      storage: ``"memory"`` or ``"memmap"`` (one file per leaf under ``path``, paged by
-        the OS: the buffer may exceed RAM).
+      storage: ``"memory"`` or ``"memmap"``: one file per leaf under the directory
+        ``path``, paged in and out by the OS, so the buffer may exceed RAM (the priority
+        trees and episode flags stay in memory).
+      path: the directory for ``storage="memmap"``.
     Returns:
       A ``Buffer`` (a pytree).
     """
@@ -100,7 +103,8 @@ def init(
     for p, x in named:
         if not isinstance(x, Tensor):
             raise TypeError(
-                f"fxrl.buffers.init: example leaf {tree._path_str(p)} is {type(x).__name__}; "
+                f"fxrl.buffers.init: example leaf {'.'.join(map(str, p)) or '<root>'!r} is "
+                f"{type(x).__name__}; "
                 "expected a tensor for every leaf (one transition, no batch dim)."
             )
     if storage not in ("memory", "memmap") or (storage == "memmap") != (path is not None):
@@ -146,8 +150,7 @@ def init(
 
 
 def _memmap(path: str, name: str, capacity: int, x: Tensor) -> Tensor:
-    import os
-
+    """A ``[capacity, *x.shape]`` tensor backed by the file ``path/name.bin``."""
     os.makedirs(path, exist_ok=True)
     n = capacity * x.numel()
     flat = torch.from_file(os.path.join(path, f"{name}.bin"), shared=True, size=n, dtype=x.dtype)

@@ -172,3 +172,8 @@ def test_add_rejects_one_transition_of_scalars():
         ValueError, match=r"batch\['reward'\] has shape \[\] float32; .*leading dim"
     ):
         buffers.add(buf, {"reward": torch.zeros(())})
+
+
+def test_init_rejects_an_example_leaf_that_is_not_a_tensor():
+    with pytest.raises(TypeError, match=r"example leaf 'reward' is float; expected a tensor"):
+        buffers.init({"obs": torch.zeros(2), "reward": 0.0}, 8)
