@@ -39,6 +39,12 @@ def save(buf: Buffer, path: str | os.PathLike) -> None:
         )
     path = Path(path)
     tensors = _named_tensors(buf)
+    if len(tensors) != len(tree.leaves(buf)):
+        raise ValueError(
+            "fxrl.buffers.save: two storage leaves get the same name when their keys are "
+            f"joined with '.' ({tree.path_names(buf.storage, '.')}); rename keys that "
+            "contain '.'."
+        )
     meta = {
         "format": "fxrl.buffers",
         "version": VERSION,
@@ -72,6 +78,9 @@ def save(buf: Buffer, path: str | os.PathLike) -> None:
 
 def load(path: str | os.PathLike) -> Buffer:
     """Read a buffer written by ``save``; the same key then draws the same sample.
+
+    The buffer comes back in memory (also one saved from ``storage="memmap"``), and
+    adding to it never writes to the saved files.
 
     Raises ``ValueError`` naming the file and the problem (missing, truncated, corrupt,
     or not a buffer) before anything is built.

@@ -98,3 +98,18 @@ def test_a_truncated_or_foreign_description_raises(tmp_path):
         buffers.load(tmp_path / "b")
     with pytest.raises(ValueError, match="is not a saved buffer"):
         buffers.load(tmp_path / "missing")
+
+
+def test_adding_to_a_loaded_buffer_leaves_the_saved_files_unchanged(tmp_path):
+    buffers.save(buffers.add(buffers.init(example(), 10), batch(3, 0)), tmp_path / "b")
+    before = (tmp_path / "b" / "tensors.safetensors").read_bytes()
+    buffers.add(buffers.load(tmp_path / "b"), batch(8, 1))
+    assert (tmp_path / "b" / "tensors.safetensors").read_bytes() == before
+    assert int(buffers.load(tmp_path / "b").size) == 3
+
+
+def test_save_refuses_keys_whose_joined_names_collide(tmp_path):
+    ex = {"a": {"b": torch.zeros(())}, "a.b": torch.zeros(())}
+    with pytest.raises(ValueError, match="get the same name"):
+        buffers.save(buffers.init(ex, 4), tmp_path / "b")
+    assert not (tmp_path / "b").exists()
