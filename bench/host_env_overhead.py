@@ -10,8 +10,12 @@ interleaved (best of each kept) so that machine noise hits every contender alike
   once before timing, so every contender steps the same sequence and only env stepping
   is timed; ``fxrl_overhead_vs_gymnasium`` is ``1 - fxrl rate / gymnasium rate``.
 - ``cartpole``: single-env steps/s, ``fxrl.envs.gym("CartPole-v1")`` against gymnasium.
-- ``pong_vector`` (not with ``--quick``): two Pong games, SyncVectorEnv against
+- ``pong_vector`` (not with ``--quick``): two Pong games, gymnasium's SyncVectorEnv against
   AsyncVectorEnv (one process each) through fxrl: with two cores, async should approach 2x.
+- ``pong_ale_vector``: ``fxrl.envs.atari("Pong", num_envs=N)`` (ale-py's C++ vector env,
+  threads in C++) for N = 1, 2, 4 against the single fxrl env (``ratio_fxrl_N_envs_to_*``:
+  frames/s over all games) and against ``AtariVectorEnv`` alone
+  (``fxrl_overhead_vs_ale_vector_N``); medians of interleaved repeats, with spread.
 
 Usage: ``python bench/host_env_overhead.py [--threads 1] [--quick]``
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from collections.abc import Callable
 
@@ -144,9 +149,16 @@ def cartpole_runs(steps: int, key: torch.Tensor) -> dict[str, Run]:
 
 
 def vector_runs(steps: int, key: torch.Tensor) -> dict[str, Run]:
+    from fxrl.envs.atari import _AtariMaker, _rom
+
+    # gymnasium's SyncVectorEnv and AsyncVectorEnv of single ALE games, as before
+    # atari(num_envs=N) moved to ale-py's C++ vector env (see ale_vector_runs)
+    settings = {"frameskip": 4, "repeat_action_probability": 0.25, "full_action_space": False,
+                "obs_type": "rgb", "max_num_frames_per_episode": 108_000}  # fmt: skip
     runs = {}
     for name, asynchronous in (("sync", False), ("async", True)):
-        env = envs.atari("Pong", num_envs=2, asynchronous=asynchronous)
+        maker = _AtariMaker(_rom("Pong"), 0, False, settings)
+        env = envs.gym(maker, num_envs=2, asynchronous=asynchronous)
         actions = list(env.action_spec.sample(random.fold_in(key, 3), (steps, 2)).unbind(0))
 
         def run(
@@ -160,6 +172,79 @@ def vector_runs(steps: int, key: torch.Tensor) -> dict[str, Run]:
 
         runs[name] = run
     return runs
+
+
+def ale_vector_runs(steps: int, key: torch.Tensor, sizes: tuple[int, ...]) -> dict[str, Run]:
+    """Pong through ``fxrl.envs.atari("Pong", num_envs=N)`` (ale-py's C++ vector env) and
+    through ``ale_py.vector_env.AtariVectorEnv`` alone with the same settings (raw RGB
+    screens, frameskip 4, sticky actions 0.25), plus the single fxrl env; frames counted
+    over all envs."""
+    import numpy as np
+    from ale_py.vector_env import AtariVectorEnv
+
+    runs: dict[str, Run] = {}
+    single = envs.atari("Pong")
+    single_actions = list(single.action_spec.sample(random.fold_in(key, 4), (steps,)).unbind(0))
+
+    def fxrl_single() -> tuple[int, float]:
+        state, _ = single.reset(key)
+        t0 = time.perf_counter()
+        for a in single_actions:
+            state, _ = single.step(state, a)
+        return 4 * steps, time.perf_counter() - t0
+
+    runs["fxrl_single"] = fxrl_single
+    for n in sizes:
+        fx = envs.atari("Pong", num_envs=n)
+        actions = fx.action_spec.sample(random.fold_in(key, 5), (steps, n))
+        tensors, arrays = list(actions.unbind(0)), [a.numpy() for a in actions]
+        raw = AtariVectorEnv(
+            "pong", n, img_height=210, img_width=160, grayscale=False, stack_num=1,
+            maxpool=False, noop_max=0, use_fire_reset=False, reward_clipping=False,
+            repeat_action_probability=0.25, autoreset_mode="SameStep",
+        )  # fmt: skip
+
+        def fxrl_vector(
+            fx: envs.HostEnv = fx, tensors: list = tensors, n: int = n
+        ) -> tuple[int, float]:
+            state, _ = fx.reset(key)
+            t0 = time.perf_counter()
+            for a in tensors:
+                state, _ = fx.step(state, a)
+            return 4 * n * steps, time.perf_counter() - t0
+
+        def ale_vector(
+            raw: AtariVectorEnv = raw, arrays: list = arrays, n: int = n
+        ) -> tuple[int, float]:
+            raw.reset(seed=np.arange(n, dtype=np.int32))
+            t0 = time.perf_counter()
+            for a in arrays:
+                raw.step(a)
+            return 4 * n * steps, time.perf_counter() - t0
+
+        runs[f"fxrl_{n}"], runs[f"ale_vector_{n}"] = fxrl_vector, ale_vector
+    return runs
+
+
+def median_rates(runs: dict[str, Run], repeats: int) -> dict[str, list[float]]:
+    """Rates of each run over ``repeats`` rounds, the contenders interleaved in each."""
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            n, seconds = run()
+            rates[name].append(n / seconds)
+    return rates
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def main() -> None:
@@ -210,6 +295,24 @@ def main() -> None:
             "ratio_async_to_sync": round(vec["async"] / vec["sync"], 3),
         }
         print(json.dumps(row), flush=True)
+
+    # ale-py's C++ vector env: frames/s with 1, 2, 4 games against one game, and fxrl's
+    # overhead over AtariVectorEnv alone. Medians of interleaved repeats, with spread.
+    sizes = (1, 2) if args.quick else (1, 2, 4)
+    steps = 200 if args.quick else 1000
+    rates = median_rates(ale_vector_runs(steps, key, sizes), max(repeats, 5))
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    row = {"bench": "host_env_overhead", "env": "pong_ale_vector", "threads": threads,
+           "cpu": cpu_model(), "steps_per_env": steps, "repeats": len(rates["fxrl_1"])}  # fmt: skip
+    row.update({f"{k}_frames_per_s": round(v) for k, v in med.items()})
+    row.update({f"{k}_spread": [round(min(v)), round(max(v))] for k, v in rates.items()})
+    for n in sizes:
+        row[f"ratio_fxrl_{n}_envs_to_fxrl_single"] = round(med[f"fxrl_{n}"] / med["fxrl_single"], 3)
+        row[f"ratio_fxrl_{n}_envs_to_fxrl_1_env"] = round(med[f"fxrl_{n}"] / med["fxrl_1"], 3)
+        row[f"fxrl_overhead_vs_ale_vector_{n}"] = round(
+            1 - med[f"fxrl_{n}"] / med[f"ale_vector_{n}"], 3
+        )
+    print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":
