@@ -1,0 +1,136 @@
+"""PPO: config errors, purity, vmapped seeds = separate runs, metrics, export, learning."""
+
+import math
+
+import pytest
+import torch
+
+from fxrl import random, tree
+from fxrl.algorithms import core, ppo
+
+SMALL = {"num_envs": 4, "num_steps": 16, "update_epochs": 2, "num_minibatches": 2}
+
+
+def test_config_defaults_are_purejaxrls_cartpole_settings():
+    c = ppo.Config()
+    assert (c.env, c.num_envs, c.num_steps, c.total_steps) == ("CartPole-v1", 4, 128, 500_000)
+    assert (c.update_epochs, c.num_minibatches, c.lr, c.anneal_lr) == (4, 4, 2.5e-4, True)
+    assert (c.gamma, c.gae_lambda, c.clip_eps, c.ent_coef, c.vf_coef) == (
+        0.99,
+        0.95,
+        0.2,
+        0.01,
+        0.5,
+    )
+    assert (c.max_grad_norm, c.hidden, c.activation) == (0.5, (64, 64), "tanh")
+
+
+def test_config_rejects_a_minibatch_count_that_does_not_divide_the_batch():
+    with pytest.raises(ValueError, match=r"num_minibatches=3 .* divisor of num_envs \* num_steps"):
+        ppo.Config(num_minibatches=3)
+
+
+def test_config_names_the_closest_env_id_for_an_unknown_one():
+    with pytest.raises(ValueError, match=r"env='CartPole-v0'.*Did you mean 'CartPole-v1'"):
+        ppo.Config(env="CartPole-v0")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [("num_envs", 0, "positive int"), ("gamma", 1.5, r"\[0, 1\]"), ("hidden", (), "non-empty")],
+)
+def test_config_rejects_bad_values_naming_field_value_and_what_is_allowed(field, value, allowed):
+    pattern = rf"ppo\.Config: {field}=.* not allowed; expected .*{allowed}"
+    with pytest.raises(ValueError, match=pattern):
+        ppo.Config(**{field: value})
+
+
+def test_make_rejects_something_that_is_not_a_config():
+    with pytest.raises(TypeError, match=r"expected a ppo\.Config, got dict"):
+        ppo.make({"env": "CartPole-v1"})
+
+
+@pytest.fixture(scope="module")
+def small():
+    algo = ppo.make(ppo.Config(**SMALL))
+    return algo, algo.init(random.key(0))
+
+
+def test_update_does_not_mutate_its_input_state(small):
+    algo, state = small
+    before = tree.map(lambda x: x.clone(), state)
+    algo.update(state)
+    for a, b in zip(tree.leaves(before), tree.leaves(state), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_metrics_follow_the_contract_and_count_steps(small):
+    algo, state = small
+    state, m = algo.update(state)
+    for k in ("steps", "episodes", "episode_return", "episode_length", "loss", "entropy", "lr"):
+        assert m[k].shape == (), k
+    assert m["steps"].dtype == torch.int64 and int(m["steps"]) == 64 == algo.steps_per_update
+    assert {"policy_loss", "value_loss", "approx_kl", "clip_fraction"} <= set(m)
+    assert m["episode_return"].dtype == torch.float32
+    state, m = algo.update(state)
+    assert int(m["steps"]) == 128 and int(state.updates) == 2
+
+
+def test_an_iteration_where_no_episode_ended_reports_nan_returns():
+    # CartPole episodes last at least 8 steps: a 4-step rollout from reset ends none.
+    algo = ppo.make(ppo.Config(num_steps=4, num_minibatches=1, update_epochs=1))
+    _, m = algo.update(algo.init(random.key(1)))
+    assert int(m["episodes"]) == 0 and math.isnan(float(m["episode_return"]))
+
+
+def test_vmapped_training_of_3_seeds_equals_3_separate_trainings():
+    algo = ppo.make(ppo.Config(**SMALL))
+    keys = random.split(random.key(7), 3)
+    states = torch.func.vmap(algo.init)(keys)
+    update = torch.func.vmap(algo.update)
+    for _ in range(2):
+        states, metrics = update(states)
+    for i in range(3):
+        state = algo.init(keys[i])
+        for _ in range(2):
+            state, m = algo.update(state)
+        for a, b in zip(tree.leaves(state), tree.leaves(tree.index(states, i)), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(m["loss"], metrics["loss"][i], rtol=1e-5, atol=1e-6)
+
+
+def test_batched_init_gives_a_leading_seed_dim_and_train_stacks_metrics():
+    algo = ppo.make(ppo.Config(**SMALL))
+    state, metrics = core.train(algo, random.key(0), 2, compile=False, num_updates=2)
+    assert state.steps.tolist() == [128, 128] and state.obs.shape == (2, 4, 4)
+    assert metrics["loss"].shape == (2, 2) and metrics["steps"][:, 0].tolist() == [64, 128]
+
+
+def test_continuous_actions_on_pendulum_use_a_gaussian_clipped_into_the_spec():
+    algo = ppo.make(ppo.Config(env="Pendulum-v1", shared=True, normalize_obs=True, **SMALL))
+    state, m = algo.update(algo.init(random.key(0)))
+    assert set(state.params) == {"net", "obs_norm"} and "log_std" in state.params["net"]
+    assert math.isfinite(float(m["loss"]))
+    obs = torch.randn(64, 3) * 5
+    action = algo.policy(state.params, obs, random.key(1), mode="random")
+    assert action.shape == (64, 1) and float(action.abs().max()) <= 2.0
+
+
+def test_policy_exports_to_onnx_and_onnx_runtime_picks_the_same_actions(small, tmp_path):
+    from fxrl import export
+
+    algo, state = small
+    obs = random.normal(random.key(3), (32, 4))
+    program = export.export(algo.policy, state.params, obs, dynamic_batch=True)
+    path = export.to_onnx(program, tmp_path / "ppo.onnx")
+    onnx_policy = export.load_onnx(path)
+    eager = algo.policy(state.params, obs, mode="mode")
+    assert torch.equal(torch.as_tensor(onnx_policy(obs.numpy())), eager)
+
+
+def test_ppo_learns_cartpole_on_a_short_budget():
+    # 16 envs x 64 steps per update: the same eager cost per step as 4 envs, 4x the data.
+    config = ppo.Config(num_envs=16, num_steps=64, total_steps=40_960, lr=1e-3)
+    _, metrics = ppo.train(config, random.key(0), compile=False)
+    late = metrics["episode_return"][-5:]
+    assert float(late.nanmean()) > 100, metrics["episode_return"].tolist()
