@@ -28,7 +28,9 @@ def draw(buf: Buffer, key: Tensor, batch_size: int, replace: bool) -> Tensor:
     leaves = buf.sums[-1]
     if replace:
         mass = random.uniform(key, (batch_size,), dtype=torch.float64) * buf.sums[0]
-        return sumtree.find(buf.sums, mass)
+        if eager(mass):
+            return sumtree.find(buf.sums, mass)  # sample() checked the total is positive
+        return sumtree.find(buf.sums, mass, safe=True).clamp(max=buf.capacity - 1)
     # Efraimidis & Spirakis (2006): the top-k of u ** (1 / p) is a draw without
     # replacement in proportion to p; in logs, log(u) / p.
     u = random.uniform(key, (leaves.shape[-1],), dtype=torch.float64)

@@ -68,13 +68,15 @@ def assign(
         mins[d - 1].index_put_((index,), mins[d].view(-1, branch).index_select(0, index).amin(-1))
 
 
-def find(sums: tuple[Tensor, ...], mass: Tensor) -> Tensor:
+def find(sums: tuple[Tensor, ...], mass: Tensor, safe: bool = False) -> Tensor:
     """The leaf whose prefix-sum interval holds ``mass`` [B] (float64 in [0, total)).
 
     Walks down one level per step: gather the 32 children of each current node, take their
     running sum and step into the first child whose running sum exceeds the mass left.
     ``mass`` is kept below each node's own sum, so a zero-priority leaf is never returned
     even when float rounding makes a parent's sum differ from its children's by an ulp.
+    Only an all-zero tree walks out of range; ``safe=True`` clamps every step so that it
+    returns in-range leaves instead (for traced code, where no eager check can run).
     """
     branch = sums[1].shape[-1]
     limit = 1.0 - 2.0**-40
@@ -82,13 +84,17 @@ def find(sums: tuple[Tensor, ...], mass: Tensor) -> Tensor:
     running = sums[1].cumsum(0)
     mass = torch.minimum(mass.unsqueeze(-1), running[-1:] * limit)
     child = torch.searchsorted(running, mass, right=True)
+    child = child.clamp(max=branch - 1) if safe else child
     mass = mass - (running - sums[1])[child]
     node = child.view(-1)
     for level in sums[2:]:
-        children = level.view(-1, branch).index_select(0, node)
+        rows = level.view(-1, branch)
+        node = node.clamp(max=rows.shape[0] - 1) if safe else node
+        children = rows.index_select(0, node)
         running = children.cumsum(-1)
         mass = torch.minimum(mass, running[:, -1:] * limit)
         child = torch.searchsorted(running, mass, right=True)
+        child = child.clamp(max=branch - 1) if safe else child
         mass = mass - (running - children).gather(-1, child)
         node = torch.add(child.view(-1), node, alpha=branch)
     return node

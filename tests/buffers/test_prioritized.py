@@ -245,3 +245,12 @@ def test_find_agrees_with_searchsorted_over_all_leaves_at_100k_items():
     assert (near[differ] < 1e-9 * cum[-1]).all() and differ.sum() <= 2
     assert (values[got] > 0).all()
     assert mins[0][0] == values[values > 0].min()
+
+
+def test_vmapped_sampling_of_an_all_zero_buffer_stays_in_range():
+    # Under vmap the eager "every priority is zero" check cannot run; indices stay valid.
+    bufs = tree.stack([buffers.init(example(), 40, prioritized=True) for _ in range(2)])
+    _, info = torch.func.vmap(lambda b, k: buffers.sample(b, k, 5))(
+        bufs, random.split(random.key(0), 2)
+    )
+    assert ((info["index"] >= 0) & (info["index"] < 40)).all()
