@@ -254,3 +254,18 @@ def test_vmapped_sampling_of_an_all_zero_buffer_stays_in_range():
         bufs, random.split(random.key(0), 2)
     )
     assert ((info["index"] >= 0) & (info["index"] < 40)).all()
+
+
+def test_compiled_sample_and_update_priorities_agree_with_eager():
+    def step(buf, key):
+        batch, info = buffers.sample(buf, key, 16)
+        return buffers.update_priorities(buf, info["index"], batch["x"].float() / 10), info
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    got_buf, got = compiled(filled(100, 60), random.key(3))
+    want_buf, want = step(filled(100, 60), random.key(3))
+    assert torch.equal(got["index"], want["index"]) and torch.equal(got["weight"], want["weight"])
+    # The compiled update wrote the trees in place, as the eager one does.
+    assert all(torch.equal(a, b) for a, b in zip(got_buf.sums, want_buf.sums, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(got_buf.mins, want_buf.mins, strict=True))
+    assert torch.equal(got_buf.max_priority, want_buf.max_priority)
