@@ -64,8 +64,13 @@ def check_fields(fn: str, **fields: Tensor) -> None:
             )
 
 
-def check_discount(fn: str, ref: Tensor, **discounts: float | Tensor) -> None:
-    """``gamma``/``lmbda``: a real in [0, 1] or a float tensor broadcastable to ``ref``'s shape."""
+def check_discount(fn: str, ref: Tensor, **discounts: float | Tensor) -> list[float | Tensor]:
+    """``gamma``/``lmbda``: a real in [0, 1] or a float tensor broadcastable to ``ref``'s shape.
+
+    Returns them in order, tensors moved to ``ref``'s dtype and device (a float64 gamma does
+    not turn a float32 trajectory's targets into float64).
+    """
+    out: list[float | Tensor] = []
     for name, x in discounts.items():
         if isinstance(x, Tensor):
             if not x.dtype.is_floating_point:
@@ -83,14 +88,17 @@ def check_discount(fn: str, ref: Tensor, **discounts: float | Tensor) -> None:
                     f"trajectory's {_shape(ref)} ([T, *B]). Fix: a per-env {name} has shape "
                     f"[*B] ({list(ref.shape[1:])}), a per-step one [T, *B]."
                 )
+            out.append(x.to(dtype=ref.dtype, device=ref.device))
         elif isinstance(x, Real) and not isinstance(x, bool):
             if not 0.0 <= float(x) <= 1.0:
                 raise ValueError(f"{fn}: {name}={x!r}; expected a number in [0, 1].")
+            out.append(float(x))
         else:
             raise TypeError(
                 f"{fn}: {name} is a {type(x).__name__}; expected a float in [0, 1] or a tensor "
                 "broadcastable to [T, *B]."
             )
+    return out
 
 
 def check_n(fn: str, n: object) -> None:

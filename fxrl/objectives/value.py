@@ -34,6 +34,18 @@ __all__ = ["NStepTransitions", "gae", "n_step", "n_step_transitions", "td0", "td
 Discount = float | Tensor
 
 
+def _discounted(x: Tensor, gamma: Discount, stop: Tensor) -> Tensor:
+    """``gamma * x``, zero where ``stop``: the bootstrap term, nothing past a termination."""
+    return torch.where(stop, 0.0, gamma * x)
+
+
+def _trace(scale: Discount, cut: Tensor, like: Tensor) -> Tensor:
+    """The trace factor ``scale`` (a float or a tensor), zero where ``cut``, shaped [T, *B]."""
+    if not isinstance(scale, Tensor):
+        scale = torch.tensor(scale, dtype=like.dtype, device=like.device)
+    return torch.where(cut, 0.0, scale).expand_as(like)
+
+
 def _cut_at_end(done: Tensor) -> Tensor:
     """``done`` with the last step also marked: the trace stops where the trajectory does."""
     return torch.cat([done[:-1], torch.ones_like(done[-1:])])
@@ -50,8 +62,8 @@ def td0(reward: Tensor, next_value: Tensor, terminated: Tensor, *, gamma: Discou
       value_target: [T, *B].
     """
     check_fields("td0", reward=reward, next_value=next_value, terminated=terminated)
-    check_discount("td0", reward, gamma=gamma)
-    return reward + gamma * next_value * (~terminated).to(next_value.dtype)
+    (gamma,) = check_discount("td0", reward, gamma=gamma)
+    return reward + _discounted(next_value, gamma, terminated)
 
 
 def td_lambda(
@@ -83,11 +95,10 @@ def td_lambda(
         terminated=terminated,
         truncated=truncated,
     )
-    check_discount("td_lambda", reward, gamma=gamma, lmbda=lmbda)
-    dtype = next_value.dtype
-    trace = gamma * lmbda * (~_cut_at_end(terminated | truncated)).to(dtype)
-    one_step = reward + gamma * next_value * (~terminated).to(dtype)
-    return reverse_scan(one_step - trace * next_value, trace)
+    gamma, lmbda = check_discount("td_lambda", reward, gamma=gamma, lmbda=lmbda)
+    trace = _trace(gamma * lmbda, _cut_at_end(terminated | truncated), reward)
+    one_step = reward + _discounted(next_value, gamma, terminated)
+    return reverse_scan(torch.addcmul(one_step, trace, next_value, value=-1.0), trace)
 
 
 def gae(
@@ -120,11 +131,9 @@ def gae(
         terminated=terminated,
         truncated=truncated,
     )
-    check_discount("gae", reward, gamma=gamma, lmbda=lmbda)
-    dtype = next_value.dtype
-    delta = reward + gamma * next_value * (~terminated).to(dtype) - value
-    trace = gamma * lmbda * (~(terminated | truncated)).to(dtype)
-    advantage = reverse_scan(delta, trace.expand_as(delta))
+    gamma, lmbda = check_discount("gae", reward, gamma=gamma, lmbda=lmbda)
+    delta = reward + _discounted(next_value, gamma, terminated) - value
+    advantage = reverse_scan(delta, _trace(gamma * lmbda, terminated | truncated, reward))
     return advantage, advantage + value
 
 
@@ -168,7 +177,7 @@ def n_step_transitions(
       ``NStepTransitions(reward, discount, terminated, next_index)``, each [T, *B].
     """
     check_fields("n_step_transitions", reward=reward, terminated=terminated, truncated=truncated)
-    check_discount("n_step_transitions", reward, gamma=gamma)
+    (gamma,) = check_discount("n_step_transitions", reward, gamma=gamma)
     check_n("n_step_transitions", n)
     gamma_t = torch.as_tensor(gamma, dtype=reward.dtype, device=reward.device).expand_as(reward)
     cut = _cut_at_end(terminated | truncated)
@@ -216,7 +225,7 @@ def n_step(
     )
     tr = n_step_transitions(reward, terminated, truncated, gamma=gamma, n=n)
     bootstrap = next_value.gather(0, tr.next_index.expand_as(next_value))
-    return tr.reward + tr.discount * bootstrap * (~tr.terminated).to(next_value.dtype)
+    return tr.reward + _discounted(bootstrap, tr.discount, tr.terminated)
 
 
 def vtrace(
@@ -260,14 +269,12 @@ def vtrace(
         truncated=truncated,
         log_rho=log_rho,
     )
-    check_discount("vtrace", reward, gamma=gamma, lmbda=lmbda)
-    dtype = next_value.dtype
+    gamma, lmbda = check_discount("vtrace", reward, gamma=gamma, lmbda=lmbda)
     rho = log_rho.exp()
-    bootstrap = gamma * next_value * (~terminated).to(dtype)
-    delta = rho.clamp(max=clip_rho) * (reward + bootstrap - value)
-    trace = gamma * lmbda * rho.clamp(max=clip_c) * (~(terminated | truncated)).to(dtype)
+    delta = rho.clamp(max=clip_rho) * (reward + _discounted(next_value, gamma, terminated) - value)
+    trace = _trace(gamma * lmbda, terminated | truncated, reward) * rho.clamp(max=clip_c)
     vs = value + reverse_scan(delta, trace)
     cut = _cut_at_end(terminated | truncated)
     vs_next = torch.where(cut, next_value, torch.cat([vs[1:], vs[-1:]]))
-    target = reward + gamma * vs_next * (~terminated).to(dtype)
+    target = reward + _discounted(vs_next, gamma, terminated)
     return vs, rho.clamp(max=clip_pg_rho) * (target - value)

@@ -248,3 +248,12 @@ def test_n_step_rejects_n_below_one():
     f = _episode()
     with pytest.raises(ValueError, match=r"n_step_transitions: n=0; expected a Python int >= 1"):
         n_step(f["reward"], f["next_value"], f["terminated"], f["truncated"], gamma=0.9, n=0)
+
+
+def test_a_float64_gamma_tensor_keeps_a_float32_trajectory_in_float32():
+    f = _episode()
+    gamma = torch.full((4,), 0.99, dtype=torch.float64)
+    advantage, target = _gae(f, gamma=gamma)
+    assert advantage.dtype == target.dtype == torch.float32
+    nst = n_step_transitions(f["reward"], f["terminated"], f["truncated"], gamma=gamma, n=2)
+    assert nst.discount.dtype == torch.float32
