@@ -84,15 +84,18 @@ def _check_flags(prog: str, argv: list[str], known: list[str]) -> None:
         raise FlagError(f"unknown flag {flag}.{hint} See {prog} --help.")
 
 
-_BOX = re.compile(r"[│╭╮╰╯─]+")
-
-
 def _tyro_message(text: str) -> str:
-    """The first line of what tyro printed in its box (it draws errors as panels)."""
-    lines = [_BOX.sub(" ", ln).strip() for ln in text.splitlines()]
-    lines = [ln for ln in lines if ln]
-    body = [ln for ln in lines[1:] if not ln.lower().startswith(("usage", "argument helptext"))]
-    return body[0] if body else (lines[0] if lines else "invalid arguments")
+    """The text of the first section of tyro's error panel, as one line."""
+    body = []
+    for raw in text.splitlines()[1:]:  # the first line is the panel's title
+        line = raw.strip().strip("│").strip()
+        if line and set(line) <= set("─╰╯"):
+            break
+        if line and not line.lower().startswith(("usage", "argument helptext")):
+            body.append(line)
+    message = " ".join(body) or "invalid arguments"
+    # A Config's own check (raised in __post_init__) reads better without tyro's prefix.
+    return re.sub(r"^Error parsing config: ", "", message)
 
 
 def parse(module: ModuleType, name: str, argv: list[str]) -> tuple[Any, Any]:
@@ -115,6 +118,7 @@ def parse(module: ModuleType, name: str, argv: list[str]) -> tuple[Any, Any]:
     except SystemExit as e:
         if e.code in (0, None):
             raise
-        message = _tyro_message(err.getvalue()).rstrip(".")
-        raise FlagError(f"{message}. See {prog} --help.") from None
+        message = _tyro_message(err.getvalue())
+        message += "" if message.endswith((".", "?")) else "."
+        raise FlagError(f"{message} See {prog} --help.") from None
     return args.config, args.run
