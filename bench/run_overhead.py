@@ -92,7 +92,7 @@ def main() -> None:
         print(json.dumps({"case": name, "median_s": round(med, 3),
                           "spread_s": [round(min(ts), 3), round(max(ts), 3)],
                           "steps_per_s": round(steps / med, 1),
-                          "first_iteration_s": round(statistics.median(firsts[name]), 3)}))  # fmt: skip
+                          "first_s": round(statistics.median(firsts[name]), 3)}))  # fmt: skip
     ratios = [r / b for r, b in zip(times["run_loop"], times["bare_loop"], strict=True)]
     print(json.dumps({"ratio": "run_loop/bare_loop", "median": round(statistics.median(ratios), 3),
                       "spread": [round(min(ratios), 3), round(max(ratios), 3)]}))  # fmt: skip

@@ -109,7 +109,7 @@ def interrupted(tmp_path_factory, run_dir):
     ):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=120)
+    stdout, _ = proc.communicate(timeout=120)
     resumed = fxrl("resume", d, "--quiet")
     return d, proc.returncode, stdout, resumed
 
