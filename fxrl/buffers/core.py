@@ -172,7 +172,8 @@ def add(buf: Buffer, batch: Any) -> Buffer:
     m = n - skip
     stored = frames.to_stored(batch, buf.frame_stack) if buf.frame_stack else batch
     targets = [*tree.leaves(buf.storage), buf.episode_start]
-    values = [x[skip:] if skip else x for x in (*tree.leaves(stored), start)]
+    # detach: a stored transition never keeps an autograd graph (or makes storage track one)
+    values = [(x[skip:] if skip else x).detach() for x in (*tree.leaves(stored), start)]
     pos = None
     if eager(buf.cursor):
         _write_slices(targets, values, (int(buf.cursor) + skip) % buf.capacity)

@@ -177,3 +177,10 @@ def test_add_rejects_one_transition_of_scalars():
 def test_init_rejects_an_example_leaf_that_is_not_a_tensor():
     with pytest.raises(TypeError, match=r"example leaf 'reward' is float; expected a tensor"):
         buffers.init({"obs": torch.zeros(2), "reward": 0.0}, 8)
+
+
+def test_adding_tensors_that_require_grad_stores_plain_values():
+    buf = buffers.init({"q": torch.zeros(2)}, 4)
+    q = torch.ones(3, 2, requires_grad=True) * 2
+    buf = buffers.add(buf, {"q": q})
+    assert not buf.storage["q"].requires_grad and buf.storage["q"][:3].eq(2).all()
