@@ -4,7 +4,7 @@ buf = buffers.init(example, capacity=100_000, prioritized=True)
 buf = buffers.add(buf, batch)                         # leaves [n, ...]
 batch, info = buffers.sample(buf, key, 256)           # info["index"], info["weight"]
 buf = buffers.update_priorities(buf, info["index"], td_error.abs())
-windows = buffers.sample_sequences(buf, key, 32, 16)  # [32, 16, ...] with is_init
+windows, info = buffers.sample_sequences(buf, key, 32, 16)  # [32, 16, ...], is_init
 buffers.save(buf, "run/buffer"); buf = buffers.load("run/buffer")
 """
 
