@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 root = Path("docs/results/sb3_ppo_fxrl_cartpole")
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for run in sorted(root.glob("seed*")):
-    rows = [json.loads(l) for l in (run / "metrics.jsonl").open()]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").open()]
     rows = [r for r in rows if r["mean_return_100"] is not None]
     ev = json.loads((run / "eval.json").read_text())["eval_mean_return"]
     ax.plot(
