@@ -10,6 +10,8 @@ import pytest
 import torch
 from gymnasium.utils.env_checker import check_env, data_equivalence
 from gymnasium.vector import AutoresetMode
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fxrl import envs, random
 from fxrl.envs.cartpole import CartPoleParams
@@ -137,6 +139,29 @@ def test_vector_adapter_with_seed_reproduces_fxrl_batch_and_gymnasium_record_epi
             assert np.array_equal(info["episode"]["l"][ended], ts.info["episode_length"][ended])
             assert np.allclose(info["episode"]["r"][ended], ts.info["episode_return"][ended])
     assert episodes >= 3
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    id=st.sampled_from(["CartPole-v1", "Pendulum-v1", "Acrobot-v1"]),
+    seed=st.integers(0, 2**63 - 1),
+    n=st.integers(1, 5),
+)
+def test_any_seed_and_batch_adapters_step_as_fxrl_itself(id, seed, n):
+    venv, sb3 = to_gymnasium(envs.batch(envs.make(id), n)), to_sb3(envs.batch(envs.make(id), n))
+    fx = envs.batch(envs.make(id), n)
+    obs, _ = venv.reset(seed=seed)
+    sb3.seed(seed)
+    state, ts = fx.reset(random.key(seed))
+    assert np.array_equal(obs, ts.obs.numpy()) and np.array_equal(sb3.reset(), obs)
+    for a in fx.action_spec.sample(random.key(seed % 1000), (8, n)):
+        obs, reward, terminated, truncated, _ = venv.step(a.numpy())
+        sb3_obs, sb3_reward, done, _ = sb3.step(a.numpy())
+        state, ts = fx.step(state, a)
+        assert np.array_equal(obs, ts.info["next_obs"].numpy()) and np.array_equal(sb3_obs, obs)
+        assert np.array_equal(reward, ts.reward.numpy().astype(np.float64))
+        assert np.array_equal(sb3_reward, ts.reward.numpy())
+        assert np.array_equal(done, terminated | truncated)
 
 
 def deterministic_policy(obs):
