@@ -13,7 +13,8 @@ learning rates.
 * ``critic_apply(critic_params, obs, action) -> q [*B]`` (or ``[*B, 1]``) for ONE critic.
   TD3's twin critics are an ensemble: every leaf of ``params["critic"]`` has a leading dim
   N (N=2: ``torch.func.vmap(critic.init)(fxrl.random.split(key, 2))``), and the loss
-  applies ``critic_apply`` under ``torch.func.vmap`` over it.
+  applies ``critic_apply`` to every member (``ensemble_q``; the same values as
+  ``torch.func.vmap`` over the leading dim).
 
 A batch: ``obs, action [*B, A] float, reward [*B], next_obs, terminated [*B]`` bool and
 optionally ``truncated`` (bootstraps), ``discount`` (n-step) and ``weight``.
@@ -83,10 +84,19 @@ def ensemble_q(
     inputs: tuple[Tensor, ...],
     expected: tuple[int, ...],
 ) -> Tensor:
-    """``[N, *expected]``: every critic of the ensemble on the same inputs."""
+    """``[N, *expected]``: every critic of the ensemble on the same inputs.
+
+    Equal to ``torch.func.vmap(critic_apply, in_dims=(0, None, ...))`` (tested), but the
+    N members (N is static) are applied one by one: for the twin critics of SAC/TD3 on CPU
+    two plain matmuls beat vmap's batched one (a SAC update at Pendulum sizes: 8.6 ms
+    against 9.9 ms with torch.autograd), and under torch.compile both are one graph.
+    """
     n = ensemble_size(fn, critic_params, 'params["critic"]')
-    q = torch.func.vmap(critic_apply, in_dims=(0, *([None] * len(inputs))))(critic_params, *inputs)
-    return _checks.output(fn, "critic_apply", q, (n, *expected), "N critics' values")
+    members = [
+        critic_apply(tree.map(lambda x, i=i: x[i], critic_params), *inputs) for i in range(n)
+    ]
+    out = [_checks.output(fn, "critic_apply", q, expected, "one value per input") for q in members]
+    return torch.stack(out)
 
 
 def _reduce(x: Tensor, weight: Tensor | None) -> Tensor:

@@ -2,9 +2,9 @@
 
 Params as for TD3 (see ``fxrl.objectives.actor_critic``): ``params = {"actor": ...,
 "critic": ..., "log_alpha": []}`` with ``critic`` an ensemble (every leaf with a leading
-dim N, 2 for the twin critics) applied under ``torch.func.vmap``; ``target_params`` needs
-``"critic"`` only. ``log_alpha`` is the learned temperature; pass ``alpha=0.2`` (a float)
-instead to keep it fixed.
+dim N, 2 for the twin critics: ``torch.func.vmap(critic.init)(random.split(key, 2))``);
+``target_params`` needs ``"critic"`` only. ``log_alpha`` is the learned temperature;
+pass ``alpha=0.2`` (a float) instead to keep it fixed.
 
 One scalar ``critic_loss + actor_loss + alpha_loss`` with the stop-gradients placed so
 that one ``torch.func.grad`` updates all three parts correctly: the critics only from the

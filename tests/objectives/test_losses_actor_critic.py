@@ -226,3 +226,15 @@ def test_ddpg_loss_names_mismatched_reward_and_terminated():
     batch = HAND_BATCH | {"terminated": torch.tensor([False, True])}
     with pytest.raises(ValueError, match=r'batch\["terminated"\] has shape \[2\]; expected \[1\]'):
         ddpg_loss(linear_actor, linear_critic, {"actor": {}, "critic": {}}, {}, batch)
+
+
+def test_ensemble_q_equals_vmap_over_the_members():
+    from fxrl.objectives.actor_critic import ensemble_q
+
+    _, critic_apply, params, _ = make_nets(random.key(0))
+    batch = random_batch(random.key(1), 8)
+    inputs = (batch["obs"], batch["action"])
+    expected = torch.func.vmap(critic_apply, in_dims=(0, None, None))(params["critic"], *inputs)
+    assert_trees_close(
+        ensemble_q("f", critic_apply, params["critic"], inputs, (8,)), expected[..., 0]
+    )
