@@ -181,12 +181,14 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):
                 raise RuntimeError(f"{self!r}.reset: reset_mask needs a full reset() first.")
             mask = torch.as_tensor(_reset_mask(self, mask))
             state = tree.where(mask, state, self._state)
+            next_obs = tree.where(mask, obs, self._next_obs)
             obs = tree.where(mask, obs, self._obs)
             # NEXT_STEP: an env reset here has nothing pending; others keep their episodes
             self._pending = self._pending & ~mask
         else:
             self._pending = torch.zeros(self.num_envs, dtype=torch.bool)
-        self._state, self._obs, self._next_obs = state, obs, obs
+            next_obs = obs
+        self._state, self._obs, self._next_obs = state, obs, next_obs
         info = _masked(_info(ts.info, False), torch.ones(self.num_envs, dtype=torch.bool))
         return self._out(obs), _numpy(info) if self.numpy else info
 
