@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from fxrl import tree
+from fxrl.cli import main
 from fxrl.run.evaluate import load_run, seed_params
 from fxrl.run.metrics import read_rows
 
@@ -67,32 +68,53 @@ def test_the_curve_is_a_valid_png_image(run_dir):
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
 
 
-def test_help_lists_each_config_field_with_its_default():
-    out = fxrl("train", "ppo", "--help").stdout
+def run_main(capsys, *args):
+    """``fxrl.cli.main`` in this process (cheaper than a subprocess for argument errors)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return exit_info.value.code, out.out, out.err
+
+
+def test_help_lists_each_config_field_with_its_default(capsys):
+    code, out, _ = run_main(capsys, "train", "ppo", "--help")
+    assert code == 0
     for flag in ("--lr", "--num-envs", "--gae-lambda", "--hidden", "--seeds", "--out", "--quiet"):
         assert flag in out
     assert "(default: 0.00025)" in out and "discount" in out
 
 
+def test_an_unknown_flag_is_a_one_line_error_with_the_closest_flag_as_a_user_sees_it(tmp_path):
+    out = fxrl("train", "ppo", "--out", tmp_path / "r", "--lrr", "1e-3", check=False)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == (
+        "fxrl train: error: unknown flag --lrr. Did you mean --lr? See fxrl train ppo --help.\n"
+    )
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--lrr", "1e-3"], "unknown flag --lrr. Did you mean --lr?"),
         (["--env", "CartPol-v1"], "env='CartPol-v1' is not allowed"),
         (["--env", "CartPol-v1"], "Did you mean 'CartPole-v1'?"),
-        (["--lr", "fast"], "--lr"),
+        (["--lr", "fast"], "Error parsing --lr: could not convert string to float: 'fast'"),
+        (["--num-minibatches", "7"], "num_minibatches=7 is not allowed; expected a divisor"),
+        (["--seeds"], "Missing value for argument '--seeds'"),
     ],
 )
-def test_a_bad_flag_or_env_id_is_a_one_line_error_with_the_closest_match(tmp_path, args, message):
-    out = fxrl("train", "ppo", "--out", tmp_path / "r", *args, check=False)
-    assert out.returncode == 2
-    assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
-    assert "Traceback" not in out.stderr and not (tmp_path / "r").exists()
+def test_a_bad_value_or_env_id_is_a_one_line_error(capsys, tmp_path, args, message):
+    code, _, err = run_main(capsys, "train", "ppo", "--out", tmp_path / "r", *args)
+    assert code == 2 and err.startswith("fxrl train: error: ")
+    assert err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "r").exists()
 
 
-def test_an_unknown_command_names_the_closest_one():
-    out = fxrl("trian", check=False)
-    assert out.returncode == 2 and "Did you mean 'train'?" in out.stderr
+def test_an_unknown_command_or_algorithm_names_the_closest_one(capsys):
+    code, _, err = run_main(capsys, "trian")
+    assert code == 2 and "Did you mean 'train'?" in err
+    code, _, err = run_main(capsys, "train", "ppp")
+    assert code == 2 and "Did you mean 'ppo'?" in err
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,34 @@
+"""The run: the Python loop around an algorithm's pure ``update`` (what ``fxrl train`` runs).
+
+    from fxrl import run
+    from fxrl.algorithms import ppo
+    result = run.train("ppo", ppo.Config(total_steps=100_000), "runs/cartpole", num_seeds=8)
+    result = run.resume("runs/cartpole")                   # after a crash or Ctrl-C
+    run.evaluate_run("runs/cartpole", episodes=10, gymnasium=True)
+    run.export_run("runs/cartpole", "onnx")                # runs/cartpole/policy.onnx
+    run.plot_runs(["runs/cartpole", "runs/other"], "compare.png")
+
+Modules: ``loop`` (train/resume), ``checkpoint`` (safetensors, atomic, checked),
+``metrics`` (metrics.jsonl/csv, TensorBoard), ``plots``, ``progress``, ``evaluate``,
+``export_run``, ``config_io`` (config.json), ``train_flags`` (the CLI's flags), ``demo``.
+"""
+
+from fxrl.run import checkpoint
+from fxrl.run.checkpoint import CheckpointError
+from fxrl.run.evaluate import evaluate_run, load_run
+from fxrl.run.export_run import export_run
+from fxrl.run.loop import NonFiniteError, RunResult, resume, train
+from fxrl.run.plots import plot_runs
+
+__all__ = [
+    "CheckpointError",
+    "NonFiniteError",
+    "RunResult",
+    "checkpoint",
+    "evaluate_run",
+    "export_run",
+    "load_run",
+    "plot_runs",
+    "resume",
+    "train",
+]
