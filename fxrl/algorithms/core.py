@@ -45,6 +45,8 @@ __all__ = [
     "episode_metrics",
     "evaluate",
     "scan",
+    "staged_loop",
+    "staged_wrap",
     "train",
 ]
 
@@ -186,6 +188,38 @@ def _compiled_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
     return tree.unflatten(carry_spec, c), ys
 
 
+def staged_wrap(num_seeds: int, compile: bool | str) -> Callable[[Callable], Callable]:
+    """How a staged update wraps each of its pieces: ``torch.compile(vmap(piece))``
+    (vmap only for several seeds; no compile for ``compile=False``)."""
+
+    def wrap(fn: Callable) -> Callable:
+        if num_seeds > 1:
+            fn = torch.func.vmap(fn)
+        if compile:
+            backend = "inductor" if compile is True else compile
+            fn = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
+        return fn
+
+    return wrap
+
+
+def staged_loop(num_seeds: int) -> Callable:
+    """The Python loop of a staged update: ``loop(body, carry, xs)`` over an int count or
+    over dim 0 of ``xs`` per seed (dim 1 of the seed-batched arrays when num_seeds > 1)."""
+    dim = 1 if num_seeds > 1 else 0
+
+    def loop(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
+        n = xs if isinstance(xs, int) else tree.leaves(xs)[0].shape[dim]
+        ys = []
+        for i in range(n):
+            x = i if isinstance(xs, int) else tree.map(lambda v, i=i: v.select(dim, i), xs)
+            carry, y = body(carry, x)
+            ys.append(y)
+        return carry, tree.stack(ys, dim=dim)
+
+    return loop
+
+
 def batched(
     algo: Algorithm, num_seeds: int = 1, compile: bool | str = True
 ) -> tuple[Callable[[Tensor], Any], Callable[[Any], tuple[Any, dict]]]:
@@ -193,8 +227,12 @@ def batched(
 
     ``init(key [2])`` splits the key into one per seed; states and metrics have a leading
     [num_seeds] dim when ``num_seeds > 1`` (none for 1). ``update`` is
-    ``torch.compile(vmap(algo.update))``: one compiled program per iteration for all
-    seeds. ``compile`` is True (inductor), a backend name ("aot_eager", "eager") or False.
+    ``vmap(algo.update)`` for all seeds at once, compiled: when the update has a
+    ``staged(num_seeds, compile)`` builder (PPO's has), each piece of it (env step,
+    gradient step...) is compiled as ``torch.compile(vmap(piece))`` and the loops stay in
+    Python, so compile time does not grow with the loop lengths; otherwise the whole
+    update is compiled. ``compile`` is True (inductor), a backend name ("aot_eager",
+    "eager") or False (eager, vmapped).
     The run loop (progress bars, checkpoints) calls these instead of ``algo.init/update``.
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
@@ -207,6 +245,9 @@ def batched(
             return torch.func.vmap(algo.init)(random.split(key, num_seeds))
 
         update = torch.func.vmap(algo.update)
+    staged = getattr(algo.update, "staged", None)
+    if compile and staged is not None:
+        return init, staged(num_seeds, compile)
     if compile:
         backend = "inductor" if compile is True else compile
         update = torch.compile(update, backend=backend, fullgraph=True, dynamic=False)

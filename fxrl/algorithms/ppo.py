@@ -190,7 +190,7 @@ def make(config: Config) -> Algorithm:
 
     # -------------------------------------------------------------------------- collect
 
-    def env_step(params: dict, carry: tuple, _: Tensor) -> tuple[tuple, dict]:
+    def env_step(params: dict, carry: tuple) -> tuple[tuple, dict]:
         env_state, obs, stats, key = carry
         key, k_act = random.split(key).unbind(-2)
         x = obs if norm is None else norm(obs, stats)
@@ -227,37 +227,25 @@ def make(config: Config) -> Algorithm:
         updates, opt_state = opt.update(grads, opt_state, net_params)
         return (optim.apply_updates(net_params, updates), opt_state), metrics
 
-    def epoch(batch: dict, carry: tuple, _: Tensor) -> tuple[tuple, dict]:
-        net_params, opt_state, key = carry
+    def shuffle(batch: dict, key: Tensor) -> tuple[dict, Tensor]:
         key, k_perm = random.split(key).unbind(-2)
         perm = random.permutation(k_perm, batch_size)
-        shuffle = lambda v: v[perm].reshape(config.num_minibatches, mb_size, *v.shape[1:])
-        (net_params, opt_state), metrics = core.scan(
-            grad_step, (net_params, opt_state), tree.map(shuffle, batch)
-        )
-        return (net_params, opt_state, key), metrics
+        cut = lambda v: v[perm].reshape(config.num_minibatches, mb_size, *v.shape[1:])
+        return tree.map(cut, batch), key
 
-    def update(state: TrainState) -> tuple[TrainState, dict]:
-        params = state.params
-        # collect
-        carry = (state.env_state, state.obs, params.get("obs_norm", ()), state.key)
-        steps = torch.arange(config.num_steps)
-        carry, traj = core.scan(lambda c, i: env_step(params, c, i), carry, steps)
-        env_state, obs, stats, key = carry
+    def prepare(params: dict, traj: dict) -> tuple[dict, dict]:
         _, next_value = net.apply(params["net"], traj["final_x"])
         advantage, target = _gae(config, traj, next_value)
-        # learn
         batch = {k: traj[k].flatten(0, 1) for k in ("obs", "action", "log_prob", "value")}
         batch["advantage"], batch["value_target"] = advantage.flatten(0, 1), target.flatten(0, 1)
-        epochs = torch.arange(config.update_epochs)
-        (net_params, opt_state, key), metrics = core.scan(
-            lambda c, i: epoch(batch, c, i), (params["net"], state.opt_state, key), epochs
-        )
-        # report
         done = traj["terminated"] | traj["truncated"]
+        return batch, core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
+
+    def finish(state: TrainState, carry: tuple, learned: tuple, report: dict, metrics: dict):
+        env_state, obs, stats, _ = carry
+        net_params, opt_state, key = learned
         steps_done = state.steps + steps_per_update
-        out = core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
-        out.update({k: v.mean() for k, v in metrics.items()})
+        out = {**report, **{k: v.mean() for k, v in metrics.items()}}
         out["lr"] = lr_schedule(state.updates * grad_steps).float() if config.anneal_lr else (
             torch.tensor(config.lr))  # fmt: skip
         out["steps"] = steps_done
@@ -265,7 +253,45 @@ def make(config: Config) -> Algorithm:
         new = TrainState(new_params, opt_state, env_state, obs, key, steps_done, state.updates + 1)
         return new, out
 
+    def build(wrap: Any, loop: Any) -> Any:
+        """One update from its pieces: each piece through ``wrap`` (identity, or compiled
+        and vmapped over seeds), each loop through ``loop`` (``core.scan``, or Python)."""
+        step_, prepare_, shuffle_, grad_, finish_ = map(
+            wrap, (env_step, prepare, shuffle, grad_step, finish)
+        )
+
+        def update(state: TrainState) -> tuple[TrainState, dict]:
+            params = state.params
+            # collect
+            carry = (state.env_state, state.obs, params.get("obs_norm", ()), state.key)
+            carry, traj = loop(lambda c, _: step_(params, c), carry, config.num_steps)
+            batch, report = prepare_(params, traj)
+
+            # learn
+            def epoch(c: tuple, _: Any) -> tuple[tuple, dict]:
+                net_params, opt_state, key = c
+                minibatches, key = shuffle_(batch, key)
+                (net_params, opt_state), m = loop(grad_, (net_params, opt_state), minibatches)
+                return (net_params, opt_state, key), m
+
+            learned, metrics = loop(
+                epoch, (params["net"], state.opt_state, carry[3]), config.update_epochs
+            )
+            # report
+            return finish_(state, carry, learned, report, metrics)
+
+        return update
+
+    update = build(lambda f: f, _scan_loop)
+    update.staged = lambda num_seeds, compile: build(  # type: ignore[attr-defined]
+        core.staged_wrap(num_seeds, compile), core.staged_loop(num_seeds)
+    )
+
     return Algorithm(init, update, policy, config, env, steps_per_update)
+
+
+def _scan_loop(body: Any, carry: Any, xs: Any) -> tuple[Any, Any]:
+    return core.scan(body, carry, torch.arange(xs) if isinstance(xs, int) else xs)
 
 
 def _gae(config: Config, traj: dict, next_value: Tensor) -> tuple[Tensor, Tensor]:

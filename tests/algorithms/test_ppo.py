@@ -134,3 +134,28 @@ def test_ppo_learns_cartpole_on_a_short_budget():
     _, metrics = ppo.train(config, random.key(0), compile=False)
     late = metrics["episode_return"][-5:]
     assert float(late.nanmean()) > 100, metrics["episode_return"].tolist()
+
+
+def _assert_same_states(a, b):
+    for x, y in zip(tree.leaves(a), tree.leaves(b), strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+
+
+def test_the_staged_update_for_several_seeds_equals_the_vmapped_update():
+    algo = ppo.make(ppo.Config(**SMALL))
+    states = torch.func.vmap(algo.init)(random.split(random.key(3), 2))
+    staged = algo.update.staged(2, False)  # pieces vmapped, loops in Python, no compile
+    a, ma = staged(states)
+    b, mb = torch.func.vmap(algo.update)(states)
+    _assert_same_states(a, b)
+    torch.testing.assert_close(ma["loss"], mb["loss"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow  # dynamo traces vmap(grad(...)) of every piece: minutes on 2 cores
+def test_batched_compiles_the_pieces_and_agrees_with_eager():
+    algo = ppo.make(ppo.Config(**SMALL))
+    init, update = core.batched(algo, 2, compile="eager")  # graph capture, no codegen
+    states = init(random.key(4))
+    a, _ = update(states)
+    b, _ = torch.func.vmap(algo.update)(states)
+    _assert_same_states(a, b)
