@@ -257,3 +257,21 @@ def test_a_float64_gamma_tensor_keeps_a_float32_trajectory_in_float32():
     assert advantage.dtype == target.dtype == torch.float32
     nst = n_step_transitions(f["reward"], f["terminated"], f["truncated"], gamma=gamma, n=2)
     assert nst.discount.dtype == torch.float32
+
+
+@pytest.mark.parametrize("horizon", [257, 1000])
+def test_gae_and_vtrace_over_long_trajectories_equal_the_naive_loops(horizon):
+    # Long enough for several doubling steps across the scan's chunks; rare episode ends.
+    gen = torch.Generator().manual_seed(horizon)
+    shape = (horizon, 3)
+    reward, value, next_value, log_rho = torch.randn(4, *shape, generator=gen, dtype=torch.float64)
+    flags = (torch.rand(shape, generator=gen) < 0.01, torch.rand(shape, generator=gen) < 0.005)
+    g, lam = ref.expanded(0.999, reward), ref.expanded(0.97, reward)
+    advantage, _ = gae(reward, value, next_value, *flags, gamma=0.999, lmbda=0.97)
+    want, _ = ref.per_env(ref.gae, reward, value, next_value, *flags, g, lam)
+    torch.testing.assert_close(advantage, want, **TIGHT)
+    fields = (reward, value, next_value, *flags, log_rho)
+    vs, _ = vtrace(*fields, gamma=0.999, lmbda=0.97, clip_c=1.5)
+    naive = partial(ref.vtrace, clip_rho=1.0, clip_c=1.5, clip_pg=1.0)
+    want_vs, _ = ref.per_env(naive, *fields, g, lam)
+    torch.testing.assert_close(vs, want_vs, **TIGHT)
