@@ -187,7 +187,7 @@ def n_step_transitions(
     ended = torch.zeros_like(terminated)
     steps = torch.zeros_like(reward, dtype=torch.int64)
     alive = torch.ones_like(terminated)
-    for k in range(n):
+    for k in range(min(n, reward.shape[0])):  # no return runs past the trajectory's end
         total = total + torch.where(alive, discount * _ahead(reward, k, 0.0), 0.0)
         ended = torch.where(alive, _ahead(terminated, k, False), ended)
         discount = torch.where(alive, discount * _ahead(gamma_t, k, 1.0), discount)
