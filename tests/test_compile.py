@@ -1,0 +1,100 @@
+"""fxrl.compile: pytrees in and out, pass-through leaves, static leaves, vmap, no recompiles."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fxrl import envs, random, tree
+from fxrl.compile import compile as fxrl_compile
+from fxrl.testing import assert_trees_close
+
+NUM_ENVS = 16
+
+
+def _policy_step(env):
+    def step(state, key):
+        action = (random.bits(key, env.batch_shape) * 2) >> 32
+        return env.step(state, action)
+
+    return step
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    """A batched CartPole step (auto-reset, a key stream per env), compiled once."""
+    env = envs.batch(envs.make("CartPole-v1", episode_stats=False), NUM_ENVS)
+    step = _policy_step(env)
+    return env, step, fxrl_compile(step)
+
+
+def test_compiled_batched_cartpole_follows_the_eager_steps_for_100_steps_with_one_program(cartpole):
+    env, step, compiled = cartpole
+    state = eager = env.reset(random.key(0))[0]
+    keys = random.split(random.key(1), 100)
+    for key in keys:
+        state, ts = compiled(state, key)
+        eager, eager_ts = step(eager, key)
+        # float32 physics may differ by an ulp compiled; counts, flags and keys are exact
+        assert_trees_close((state, ts), (eager, eager_ts), rtol=1e-5, atol=1e-6)
+        eager = state  # compare one step at a time, so ulps do not compound
+    assert len(compiled._programs) == 1  # the second call reused the first program
+
+
+def test_compiled_step_returns_the_params_leaves_themselves_not_copies(cartpole):
+    env, _, compiled = cartpole
+    state = env.reset(random.key(0))[0]
+    new, _ = compiled(state, random.key(1))
+    assert new.params.gravity is state.params.gravity
+    assert new.key_hi is state.key_hi
+
+
+def test_vmap_of_a_compiled_function_equals_the_compiled_vmap_bit_for_bit():
+    env = envs.make("CartPole-v1", episode_stats=False)
+    step = _policy_step(env)
+    states = torch.func.vmap(env.reset)(random.split(random.key(0), 8))[0]
+    keys = random.split(random.key(1), 8)
+    outer = torch.func.vmap(fxrl_compile(step))(states, keys)
+    inner = fxrl_compile(torch.func.vmap(step))(states, keys)
+    for a, b in zip(tree.leaves(outer), tree.leaves(inner), strict=True):
+        assert torch.equal(a, b)
+    assert_trees_close(outer, torch.func.vmap(step)(states, keys), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_threefry_draws_are_bit_identical_to_eager():
+    def draws(key):
+        return {
+            "bits": random.bits(key, (5,)),
+            "uniform": random.uniform(key, (3,), -2.0, 2.0),
+            "split": random.split(key, 3),
+        }
+
+    keys = random.split(random.key(3), 32)
+    compiled = fxrl_compile(draws)
+    for a, b in zip(tree.leaves(compiled(keys)), tree.leaves(draws(keys)), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_non_tensor_leaves_are_static_and_a_new_value_compiles_a_new_program():
+    compiled = fxrl_compile(lambda x, scale: {"y": x * scale, "same": x, "n": scale})
+    x = torch.arange(4.0)
+    out = compiled(x, 2.0)
+    assert torch.equal(out["y"], x * 2.0) and out["same"] is x and out["n"] == 2.0
+    assert torch.equal(compiled(x, 3.0)["y"], x * 3.0)
+    assert len(compiled._programs) == 2
+
+
+def test_a_repeated_output_comes_back_once_computed_and_twice_returned():
+    compiled = fxrl_compile(lambda x: (x + 1, x + 1))
+    a, b = compiled(torch.zeros(3))
+    assert torch.equal(a, torch.ones(3)) and torch.equal(b, torch.ones(3))
+
+
+def test_compile_rejects_an_unhashable_static_leaf_and_an_argument_requiring_grad():
+    compiled = fxrl_compile(lambda x, s: x)
+    with pytest.raises(TypeError, match="neither a tensor nor hashable"):
+        compiled(torch.zeros(2), {1, 2})
+    with pytest.raises(TypeError, match=r"requires grad.*torch.func.grad"):
+        compiled(torch.zeros(2, requires_grad=True), 1)
+    with pytest.raises(TypeError, match="expected a function, got int"):
+        fxrl_compile(3)
