@@ -306,12 +306,14 @@ def make(config: Config) -> Algorithm:
     return Algorithm(init, update, policy, config, env, steps_per_update)
 
 
-def train(config: Config, key: Tensor, num_seeds: int = 1, *, compile: bool | str = True,
+def train(config: Config, key: Tensor, num_seeds: int = 1, *, compile: bool | str = False,
           callback: Any = None) -> tuple[TrainState, dict]:  # fmt: skip
     """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program.
 
     Returns ``(state, metrics)``: the final TrainState (leading [num_seeds] dim when
     ``num_seeds > 1``) and each metric stacked per iteration ``[iterations, (seeds)]``.
-    ``compile``: True (inductor), a backend name, or False (eager).
+    ``compile``: False (eager, the default), True (inductor) or a backend name. Eager is
+    the default because it is faster here: 4 vmapped CartPole seeds took 0.11 s an update
+    eager, against 460 s to compile and 9 s an update compiled (torch 2.13, CPU).
     """
     return core.train(make(config), key, num_seeds, compile=compile, callback=callback)
