@@ -26,7 +26,7 @@ TRAIN = ["train", "ppo", "--env", "CartPole-v1", "--seeds", "2", "--total-steps"
 TRAIN += ["--threads", "1"]
 
 
-def fxrl(*args, check=True, timeout=240):
+def fxrl(*args, check=True, timeout=600):
     out = subprocess.run(
         [*FXRL, *map(str, args)], capture_output=True, text=True, env=ENV, timeout=timeout
     )
@@ -220,3 +220,31 @@ def test_the_progress_bar_in_a_terminal_shows_steps_rate_eta_and_returns(tmp_pat
     assert proc.returncode == 0, text
     assert "1024/1024" in text.replace(",", "") and "steps/s" in text and "ETA" in text
     assert "return" in text and "(min" in text and "━" in text  # rich's bar
+
+
+def test_the_demo_trains_exports_and_replays_the_onnx_policy_in_gymnasium(capsys, tmp_path):
+    code, out, _ = run_main(
+        capsys, "demo", "--seeds", "2", "--total-steps", "1024", "--episodes", "2",
+        "--out", tmp_path / "demo", "--quiet", "--threads", "1",
+    )  # fmt: skip
+    assert code == 0 and "ONNX Runtime" in out
+    summary = json.loads((tmp_path / "demo" / "demo.json").read_text())
+    assert summary["gymnasium_onnx"] == summary["gymnasium_torch"]
+    assert (
+        len(summary["gymnasium_greedy_mean"]) == 2 and (tmp_path / "demo" / "policy.onnx").exists()
+    )
+
+
+def test_export_pt2_under_out_loads_with_fxrl_export_load_and_acts_like_torch(
+    capsys, run_dir, tmp_path
+):
+    from fxrl.export import load
+
+    target = tmp_path / "deploy" / "cartpole.pt2"
+    code, out, _ = run_main(capsys, "export", run_dir, "--format", "pt2", "--out", target)
+    assert code == 0 and out.strip() == str(target)
+    obs = torch.randn(5, 4, generator=torch.Generator().manual_seed(0))
+    _, algo, state, _ = load_run(run_dir, "best")
+    seed = json.loads(target.with_name("cartpole.pt2.json").read_text())["seed"]
+    expected = algo.policy(seed_params(state, seed), obs, mode="mode")
+    assert torch.equal(load(target)(obs), expected)

@@ -55,15 +55,15 @@ def run_demo(
         f"   {train_s:.0f} s; training {return_stats(result.returns)}; curve: {out / 'curve.png'}"
     )
 
-    print(f"2. greedy policy of each seed, {episodes} episodes in fxrl's pure env")
+    print(f"2. each seed's greedy policy, {episodes} episodes in fxrl's and gymnasium's env")
     algo, _ = build(read_run_config(out))
-    pure = {
-        s: evaluate_pure(
-            algo, seed_params(result.state, s), random.fold_in(random.key(1), s), episodes
-        )
-        for s in range(num_seeds)
-    }
-    print("   " + "  ".join(f"seed {s}: {_mean(r):.0f}" for s, r in pure.items()))
+    pure, gym = {}, {}
+    for s in range(num_seeds):
+        params = seed_params(result.state, s)
+        pure[s] = evaluate_pure(algo, params, random.fold_in(random.key(1), s), episodes)
+        gym[s] = evaluate_gymnasium(torch_actor(algo, params), config.env, episodes)
+    print("   fxrl:      " + "  ".join(f"{_mean(r):5.0f}" for r in pure.values()))
+    print("   gymnasium: " + "  ".join(f"{_mean(r):5.0f}" for r in gym.values()))
 
     seed = best_seed(read_meta(out / "checkpoints" / "latest.safetensors"))
     path = export_run(out, "onnx", checkpoint_name="latest", seed=seed)
@@ -72,9 +72,7 @@ def run_demo(
     onnx = load_onnx(path, threads=1)
     act_onnx = lambda obs: int(onnx(np.asarray(obs, dtype=np.float32)[None])[0])
     gym_onnx = evaluate_gymnasium(act_onnx, config.env, episodes)
-    gym_torch = evaluate_gymnasium(
-        torch_actor(algo, seed_params(result.state, seed)), config.env, episodes
-    )
+    gym_torch = gym[seed]
     print(
         f"4. seed {seed} in gymnasium's {config.env}, {episodes} episodes: ONNX Runtime "
         f"{_mean(gym_onnx):.1f}, torch {_mean(gym_torch):.1f}; "
@@ -86,10 +84,11 @@ def run_demo(
         "train_seconds": round(train_s, 1),
         "train_returns": result.returns,
         "pure_env_greedy_mean": {s: _mean(r) for s, r in pure.items()},
+        "gymnasium_greedy_mean": {s: _mean(r) for s, r in gym.items()},
         "exported_seed": seed,
         "gymnasium_onnx": gym_onnx,
         "gymnasium_torch": gym_torch,
-        "same_actions_onnx_torch": gym_onnx == gym_torch,
+        "same_returns_onnx_torch": gym_onnx == gym_torch,
     }
     (out / "demo.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
