@@ -73,8 +73,14 @@ class EmptyState(NamedTuple):
     """The state of a stateless transformation."""
 
 
-def _count() -> torch.Tensor:
-    return torch.zeros((), dtype=torch.int64)
+def _count(params: Params) -> torch.Tensor:
+    """A zero step count [] int64, made from a params leaf so that ``vmap(opt.init)`` gives
+    a real [n] tensor rather than a stride-0 expansion, whose stride would make a compiled
+    update recompile when it meets the [n] count its first call returned."""
+    leaves = [x for x in tree.leaves(params) if isinstance(x, torch.Tensor)]
+    if not leaves:
+        return torch.zeros((), dtype=torch.int64)
+    return torch.zeros_like(leaves[0].flatten()[0], dtype=torch.int64)
 
 
 def _zeros(params: Params) -> Params:
@@ -138,7 +144,7 @@ def scale_by_learning_rate(learning_rate: ScalarOrSchedule) -> GradientTransform
         lr = learning_rate(state.count)
         return tree.map(lambda g: -lr.to(g.dtype) * g, grads), ScaleByScheduleState(state.count + 1)
 
-    return GradientTransformation(lambda params: ScaleByScheduleState(_count()), update)
+    return GradientTransformation(lambda params: ScaleByScheduleState(_count(params)), update)
 
 
 def add_decayed_weights(weight_decay: float) -> GradientTransformation:
@@ -184,7 +190,7 @@ def trace(decay: float, dampening: float = 0.0, nesterov: bool = False) -> Gradi
     """
 
     def init(params: Params) -> TraceState:
-        return TraceState(_count(), _zeros(params))
+        return TraceState(_count(params), _zeros(params))
 
     def update(
         grads: Updates, state: TraceState, params: Params = None
@@ -214,7 +220,7 @@ def scale_by_adam(
     """Adam's direction ``m_hat / (sqrt(v_hat) + eps)`` with torch's rounding order."""
 
     def init(params: Params) -> ScaleByAdamState:
-        return ScaleByAdamState(_count(), _zeros(params), _zeros(params), _zeros(params))
+        return ScaleByAdamState(_count(params), _zeros(params), _zeros(params), _zeros(params))
 
     def update(
         grads: Updates, state: ScaleByAdamState, params: Params = None

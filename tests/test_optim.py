@@ -238,3 +238,13 @@ def test_update_with_a_schedule_compiles_as_one_graph_and_equals_eager():
     state = opt.init(params)
     compiled = torch.compile(opt.update, backend="aot_eager", fullgraph=True)
     assert_trees_close(compiled(grads[0], state, params), opt.update(grads[0], state, params))
+
+
+def test_vmapped_init_returns_contiguous_state_so_a_compiled_update_does_not_recompile():
+    from fxrl import nn
+
+    params = torch.func.vmap(nn.mlp(4, 2).init)(random.split(random.key(0), 4))
+    for opt in (optim.adam(1e-3), optim.sgd(1e-2, momentum=0.9)):
+        state = torch.func.vmap(opt.init)(params)
+        for leaf in tree.leaves(state):
+            assert leaf.is_contiguous() and 0 not in leaf.stride(), leaf.stride()
