@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from fxrl import buffers, envs, nn, objectives, optim, random, tree
+from fxrl import buffers, envs, exploration, nn, objectives, optim, random, tree
 from fxrl.algorithms import core, dqn
 from fxrl.testing import assert_trees_close, check_export
 
@@ -220,3 +220,28 @@ def test_dqn_learns_cartpole_greedy_return_clearly_above_random():
     # a random policy averages ~22 and an untrained greedy one ~9; two seeds of this
     # config reached 270 and 204
     assert float(returns.mean()) > 100, returns
+
+
+def test_make_learner_trains_on_a_host_env_through_the_collector():
+    from fxrl.collector import collector
+
+    env = envs.gym("CartPole-v1", num_envs=2)
+    q, opt = nn.mlp(4, 2, (16,), "relu"), optim.adam(1e-3)
+    learn = dqn.make_learner(q.apply, opt, batch_size=16, loss="mse", tau=0.01)
+    params = q.init(random.key(16))
+    state = [params, params, opt.init(params), torch.tensor(0)]
+    example = {"obs": torch.zeros(4), "action": torch.tensor(0), "reward": torch.tensor(0.0),
+               "next_obs": torch.zeros(4), "terminated": torch.tensor(False)}  # fmt: skip
+    buf = buffers.init(example, 256)
+
+    def act(params, obs, key):  # obs [2, 4] -> action [2]
+        greedy, _ = exploration.q_value(q.apply(params, obs))
+        return exploration.egreedy(key, greedy, env.action_spec, 0.1)
+
+    batches = collector(env, act, lambda: state[0], random.key(17), 32, total_frames=128,
+                        init_random_frames=32)  # fmt: skip
+    for i, (batch, _) in enumerate(batches):
+        buf = buffers.add(buf, {k: batch[k] for k in example})
+        *state, buf, m = learn(*state, buf, random.key(100 + i))
+    assert int(buf.size) == 128 and int(state[3]) == 4 and torch.isfinite(m["loss"])
+    assert not torch.equal(state[0]["layers"][0]["w"], params["layers"][0]["w"])
