@@ -251,3 +251,17 @@ def test_sac_loss_names_a_batch_missing_next_obs():
     del batch["next_obs"]
     with pytest.raises(KeyError, match=r"sac_loss: batch is missing field 'next_obs'"):
         sac_loss(actor_apply, critic_apply, params, target, batch, random.key(2))
+
+
+def test_discrete_sac_grad_compiles_as_one_graph():
+    actor_apply, critic_apply, params, target = make_nets(random.key(0), discrete=True)
+    batch = random_batch(random.key(1), 8, discrete=True)
+    grad = torch.func.grad(discrete_sac_loss, argnums=2, has_aux=True)
+
+    def step(params, target, batch):
+        return grad(actor_apply, critic_apply, params, target, batch)
+
+    compiled = torch.compile(step, backend="eager", fullgraph=True)
+    assert_trees_close(
+        compiled(params, target, batch), step(params, target, batch), rtol=1e-5, atol=1e-6
+    )
