@@ -115,7 +115,8 @@ def main() -> None:
     rate = {k: round(n / s, 1) if s else None for k, (s, n) in timing.items()}
     print(f"stopped after {stats['frames']} frames (longest episode so far {longest} steps); "
           f"frames/s random {rate['random']}, with the policy {rate['policy']}; "
-          f"optimisation steps/s {rate['optim']} ({timing['optim'][1]} steps)")  # fmt: skip
+          f"optimisation steps/s {rate['optim']} ({timing['optim'][1]} steps); TorchRL's "
+          "tutorial: 1274 and 488 frames/s, 14 steps/s")  # fmt: skip
 
     # export the greedy policy with its preprocessing, and play raw ALE screens with it
     screen = torch.zeros(210, 160, 3, dtype=torch.uint8)
