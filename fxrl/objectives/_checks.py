@@ -12,8 +12,6 @@ from typing import Any
 
 import torch
 
-from fxrl import tree
-
 Tensor = torch.Tensor
 
 FIELD_HELP = {
@@ -178,16 +176,3 @@ def q_values(fn: str, apply: str, q: Any, dims: torch.Size) -> Tensor:
             f"per action for each of the {shape_str(dims)} observations."
         )
     return q
-
-
-def ensemble_size(fn: str, params: Any, name: str, expected: int) -> None:
-    """Leaves of ``params`` (an ensemble) have a leading dim ``expected``."""
-    leaves = [x for x in tree.leaves(params) if isinstance(x, Tensor)]
-    bad = [x for x in leaves if x.ndim == 0 or x.shape[0] != expected]
-    if not leaves or bad:
-        got = shape_str(bad[0]) if bad else "no tensors"
-        raise ValueError(
-            f'{fn}: params["{name}"] must be an ensemble of {expected} critics, every leaf '
-            f"with a leading dim {expected}; got a leaf of shape {got}. Build it with "
-            f"torch.func.vmap(critic.init)(fxrl.random.split(key, {expected}))."
-        )
