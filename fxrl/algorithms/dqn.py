@@ -8,11 +8,13 @@ One ``update`` steps ``num_envs`` pure envs ``rollout_steps`` times with epsilon
 actions (uniform random before ``init_random_frames``, then ``exploration.linear_anneal``
 of the env step count), adds the transitions (n-step ones with ``n_step > 1``) to the
 replay buffer in the TrainState, then takes ``gradient_steps`` steps of
-``objectives.dqn_loss`` (MSE or Huber; double DQN as an option) with Adam, moving the target net
-with ``soft_update`` (``tau=1``: a copy) every ``target_update_every`` gradient steps.
-Before ``init_random_frames`` the gradient steps are computed and discarded with
-``torch.where`` (no Python branch on a tensor), so one function serves every iteration
-under vmap and compile. Both loops are ``core.scan``: compiled, each body traces once.
+``objectives.dqn_loss`` (MSE or Huber; double DQN as an option) with Adam, moving the
+target net with ``soft_update`` (``tau=1``: a copy) every ``target_update_every``
+gradient steps. Before ``init_random_frames`` the gradient steps are computed and
+discarded with ``torch.where`` (no Python branch on a tensor), so one function serves
+every iteration under vmap and compile. The loops are ``core.scan`` (compiled, each body
+traces once), except the gradient steps of prioritized replay, whose priorities are
+written in place (a Python loop). Eager is the faster way to run it on CPU (``train``).
 
 The replay storage is written in place (DESIGN's one exception to purity): after
 ``update(state)``, ``state.buffer``'s storage is the new state's; every other leaf of
