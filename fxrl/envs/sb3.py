@@ -132,8 +132,8 @@ def to_sb3(env: Env, *, params: Any = None, compile: bool | dict[str, Any] = Fal
         ``fxrl.envs.batch(fxrl.envs.make(id), N)`` or any env written to the contract.
       params: env params from the next ``reset`` (per env with a leading [N] dim); change
         them with ``set_params``, or for one reset with ``venv.set_options({"params": p})``.
-      compile: ``True`` steps with ``torch.compile(env.step)``; a dict gives
-        ``torch.compile``'s arguments.
+      compile: ``True`` steps with ``fxrl.compile(env.step)``; a dict with
+        ``torch.compile(env.step, **compile)``.
     Returns:
       A ``stable_baselines3.common.vec_env.VecEnv``. ``venv.seed(s)`` makes the next reset
       use ``fxrl.random.key(s)``, split into one key per env.
