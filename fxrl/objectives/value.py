@@ -224,6 +224,8 @@ def n_step(
     check_fields(
         "n_step", reward=reward, next_value=next_value, terminated=terminated, truncated=truncated
     )
+    (gamma,) = check_discount("n_step", reward, gamma=gamma)
+    check_n("n_step", n)
     tr = n_step_transitions(reward, terminated, truncated, gamma=gamma, n=n)
     bootstrap = next_value.gather(0, tr.next_index.expand_as(next_value))
     return tr.reward + _discounted(bootstrap, tr.discount, tr.terminated)

@@ -246,8 +246,10 @@ def test_gae_rejects_a_gamma_that_does_not_broadcast_and_out_of_range_floats():
 
 def test_n_step_rejects_n_below_one():
     f = _episode()
-    with pytest.raises(ValueError, match=r"n_step_transitions: n=0; expected a Python int >= 1"):
+    with pytest.raises(ValueError, match=r"n_step: n=0; expected a Python int >= 1"):
         n_step(f["reward"], f["next_value"], f["terminated"], f["truncated"], gamma=0.9, n=0)
+    with pytest.raises(ValueError, match=r"n_step_transitions: n=2.0; expected a Python int"):
+        n_step_transitions(f["reward"], f["terminated"], f["truncated"], gamma=0.9, n=2.0)
 
 
 def test_a_float64_gamma_tensor_keeps_a_float32_trajectory_in_float32():
