@@ -11,7 +11,8 @@ within each of ``--repeats`` rounds (median and spread reported):
 - ``env_steps``: the adapters alone with pre-drawn random actions, for N envs
   (``--num-envs``): ``to_sb3``, ``to_gymnasium`` (a VectorEnv), the DummyVecEnv of
   singles, and gymnasium's SyncVectorEnv of CartPole-v1 (the peer); with ``--compile``
-  also ``to_gymnasium(..., compile=True)``, its compile time reported apart.
+  also ``to_gymnasium(..., compile=True)`` (``fxrl.compile``), its compile time reported
+  apart; ``sb3_ppo`` then also runs ``to_sb3(..., compile=True)``.
 
 Usage: ``python bench/interop_bench.py [--threads 1] [--repeats 5] [--quick] [--compile]``
 """
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium
+import numpy as np
 import torch
 
 from fxrl import envs, random
@@ -78,7 +80,7 @@ def sb3_vec_envs(num_envs: int) -> dict[str, Callable[[], Any]]:
     }
 
 
-def ppo_runs(steps: int, num_envs: int) -> dict[str, Run]:
+def ppo_runs(steps: int, num_envs: int, compile: bool) -> tuple[dict[str, Run], float | None]:
     from stable_baselines3 import PPO
 
     def run_with(make_venv: Callable[[], Any]) -> Run:
@@ -94,7 +96,17 @@ def ppo_runs(steps: int, num_envs: int) -> dict[str, Run]:
 
         return run
 
-    return {name: run_with(make) for name, make in sb3_vec_envs(num_envs).items()}
+    runs = {name: run_with(make) for name, make in sb3_vec_envs(num_envs).items()}
+    compile_seconds = None
+    if compile:  # one venv, compiled before timing, reused by every round
+        venv = to_sb3(envs.batch(envs.make("CartPole-v1"), num_envs), compile=True)
+        t0 = time.perf_counter()
+        venv.reset()
+        venv.step(np.zeros(num_envs, dtype=np.int64))
+        venv.step(np.ones(num_envs, dtype=np.int64))
+        compile_seconds = round(time.perf_counter() - t0, 1)
+        runs["fxrl_to_sb3_compiled"] = run_with(lambda: venv)
+    return runs, compile_seconds
 
 
 def env_runs(steps: int, num_envs: int, compile: bool) -> tuple[dict[str, Run], float | None]:
@@ -157,7 +169,8 @@ def main() -> None:
     repeats = 2 if args.quick else args.repeats
 
     ppo_steps = 1024 if args.quick else args.ppo_steps
-    rates = measure(ppo_runs(ppo_steps, 8), repeats)
+    runs, compile_seconds = ppo_runs(ppo_steps, 8, args.compile)
+    rates = measure(runs, repeats)
     row = {**head, "case": "sb3_ppo", "num_envs": 8, "ppo_steps": ppo_steps, **summary(rates)}
     row["ratio"] = "fxrl_to_sb3/gymnasium"
     med = {k: statistics.median(v) for k, v in rates.items()}
@@ -165,6 +178,10 @@ def main() -> None:
     row["ratio_singles_to_gymnasium"] = round(
         med["fxrl_dummy_vec_of_singles"] / med["gymnasium"], 3
     )
+    if compile_seconds is not None:
+        row["compile_seconds"] = compile_seconds
+        compiled = med["fxrl_to_sb3_compiled"] / med["gymnasium"]
+        row["ratio_compiled_to_gymnasium"] = round(compiled, 3)
     print(json.dumps(row), flush=True)
 
     for n in [int(x) for x in args.num_envs.split(",")]:
