@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -193,14 +194,32 @@ def staged_wrap(num_seeds: int, compile: bool | str) -> Callable[[Callable], Cal
     (vmap only for several seeds; no compile for ``compile=False``)."""
 
     def wrap(fn: Callable) -> Callable:
+        name = getattr(fn, "__name__", "piece")
         if num_seeds > 1:
             fn = torch.func.vmap(fn)
         if compile:
             backend = "inductor" if compile is True else compile
-            fn = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
+            fn = torch.compile(_own_code(fn, name), backend=backend, fullgraph=True, dynamic=False)
         return fn
 
     return wrap
+
+
+def _own_code(fn: Callable, name: str) -> Callable:
+    """``fn`` behind a function with its own code object. Dynamo keeps one cache (and one
+    recompile limit) per code object, and every ``vmap(piece)`` shares vmap's wrapper."""
+
+    def call(*args: Any) -> Any:
+        return fn(*args)
+
+    code = call.__code__.replace(co_name=f"fxrl_{name}")
+    return types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
+
+
+def _contiguous(tree_: Any) -> Any:
+    # vmapped inits make stride-0 leaves; the compiled update returns dense ones. Dense
+    # from the start, so the second call does not recompile.
+    return tree.map(lambda x: x.clone(memory_format=torch.contiguous_format), tree_)
 
 
 def staged_loop(num_seeds: int) -> Callable:
@@ -242,7 +261,7 @@ def batched(
     else:
 
         def init(key: Tensor) -> Any:
-            return torch.func.vmap(algo.init)(random.split(key, num_seeds))
+            return _contiguous(torch.func.vmap(algo.init)(random.split(key, num_seeds)))
 
         update = torch.func.vmap(algo.update)
     staged = getattr(algo.update, "staged", None)
