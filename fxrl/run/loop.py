@@ -18,6 +18,7 @@ import dataclasses
 import math
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,9 @@ def _run(
             raise KeyboardInterrupt
         stop["now"] = True
 
-    old_handler = signal.signal(signal.SIGINT, on_sigint)
+    # Ctrl-C ends the iteration, then checkpoints (only the main thread may catch signals).
+    main_thread = threading.current_thread() is threading.main_thread()
+    old_handler = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
     t_start, last_ckpt, last_plot, first_call = time.perf_counter(), time.perf_counter(), 0.0, None
     session_iters = 0
     try:
@@ -238,7 +241,8 @@ def _run(
             save()
         plot_runs([run_dir], run_dir / "curve.png", title=_title(info))
     finally:
-        signal.signal(signal.SIGINT, old_handler)
+        if main_thread:
+            signal.signal(signal.SIGINT, old_handler)
         writer.close()
     if first_call is not None:
         _summary(run_dir, info, algo, session_iters, time.perf_counter() - t_start, first_call)
