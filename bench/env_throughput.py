@@ -2,9 +2,11 @@
 
 Prints JSON lines. For each env and batch size (1, 64, 4096, 16384):
 
-- ``fxrl`` eager and ``torch.compile``d: ``make(id)`` with gymnasium's time limit and
-  auto-reset on (every env keeps its own key stream), batched with ``fxrl.envs.batch``
-  above 1; one call per step, a random action drawn inside it from a per-step key.
+- ``fxrl`` eager and compiled with ``fxrl.compile`` (the recommended way; ``torch.compile``
+  of the same step is measured in ``bench/compile_bench.py``): ``make(id)`` with
+  gymnasium's time limit and auto-reset on (every env keeps its own key stream), batched
+  with ``fxrl.envs.batch`` above 1; one call per step, a random action drawn inside it
+  from a per-step key.
   (Episode statistics are off: gymnasium's vector envs keep none.)
 - ``gymnasium_vector``: CartPole's numpy-vectorized env,
   ``gym.make_vec(id, N, vectorization_mode="vector_entry_point")`` (Pendulum has none);
@@ -14,7 +16,7 @@ Prints JSON lines. For each env and batch size (1, 64, 4096, 16384):
 
 Contenders alternate within each repeat and the best repeat counts, so machine noise
 hits all alike. The thread count is set explicitly (``--threads``, default 1: numpy
-steps on one core) and printed. Compiling takes tens of seconds per env and batch size.
+steps on one core) and printed. Compiling takes a few seconds per env and batch size.
 
 Usage: ``python bench/env_throughput.py [--quick] [--threads 1] [--seconds 0.5]``
 """
@@ -32,6 +34,7 @@ import numpy as np
 import torch
 
 from fxrl import envs, random, specs
+from fxrl.compile import compile as fxrl_compile
 
 Run = Callable[[int], float]  # steps -> seconds
 
@@ -52,7 +55,7 @@ def fxrl_run(env_id: str, num_envs: int, compiled: bool) -> tuple[Run, float]:
     def step(state: Any, key: torch.Tensor) -> tuple[Any, Any]:
         return env.step(state, random_action(env.action_spec, key, env.batch_shape))
 
-    fn = torch.compile(step) if compiled else step
+    fn = fxrl_compile(step) if compiled else step
     box = [env.reset(random.key(0))[0]]
     keys = random.split(random.key(1), 4096)
     start = time.perf_counter()

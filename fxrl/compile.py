@@ -43,7 +43,9 @@ from fxrl import tree
 
 __all__ = ["DEFAULT_OPTIONS", "Compiled", "compile"]
 
-DEFAULT_OPTIONS: dict[str, Any] = {"realize_reads_threshold": 1}
+# size_asserts: each program is looked up by its inputs' exact shapes and strides, so
+# inductor's per-call re-check of every input (a Python call per tensor) is redundant.
+DEFAULT_OPTIONS: dict[str, Any] = {"realize_reads_threshold": 1, "size_asserts": False}
 
 _OPTS = {"none_is_leaf": True, "namespace": tree.NAMESPACE}
 
