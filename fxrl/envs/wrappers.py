@@ -317,7 +317,13 @@ class Batch(Wrapper):
 
 
 def batch(env: Env, num_envs: int) -> Batch:
-    """``num_envs`` independent copies of ``env``, vectorised with ``torch.func.vmap``."""
+    """``num_envs`` independent copies of ``env``, vectorised with ``torch.func.vmap``.
+
+    The fast way to run them: ``fxrl.compile(step)`` around a function that calls
+    ``batch(env, n).step`` (or ``fxrl.compile(torch.func.vmap(env.step))``). Plain
+    ``torch.compile`` of the same function compiles about 7x longer and pays dynamo's
+    guards on every call (see ``fxrl.compile``).
+    """
     return Batch(env, num_envs)
 
 
