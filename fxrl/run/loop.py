@@ -153,6 +153,49 @@ def _mean(returns: dict[int, float]) -> float:
     return sum(vals) / len(vals) if vals else -math.inf
 
 
+def latest_returns(rows: list[dict[str, Any]]) -> dict[int, float]:
+    """``{seed: episode_return}`` of the rows where an episode ended."""
+    return {
+        r["seed"]: float(r["episode_return"]) for r in rows if r.get("episode_return") is not None
+    }
+
+
+def save_checkpoints(ckpts: Path, state: Any, meta: dict[str, Any], best: float) -> float:
+    """Write ``latest`` (the old one becomes ``previous``) and, if the mean of
+    ``meta["returns"]`` beats ``best``, ``best``; returns the new best."""
+    latest = ckpts / "latest.safetensors"
+    if latest.exists():
+        os.replace(latest, ckpts / "previous.safetensors")
+    mean = _mean(meta["returns"])
+    improved, best = mean > best, max(best, mean)
+    meta = {**meta, "best_return": best if math.isfinite(best) else None}
+    checkpoint.save(latest, state, meta)
+    if improved:
+        checkpoint.save(ckpts / "best.safetensors", state, meta)
+    return best
+
+
+class _CtrlC:
+    """While inside: the first Ctrl-C sets ``requested`` (the loop checkpoints and stops),
+    a second one interrupts at once. Only the main thread may catch signals."""
+
+    def __enter__(self) -> _CtrlC:
+        self.requested = False
+        self._main = threading.current_thread() is threading.main_thread()
+        if self._main:
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._main:
+            signal.signal(signal.SIGINT, self._old)
+
+
 def _run(
     run_dir: Path,
     info: dict[str, Any],
@@ -171,9 +214,7 @@ def _run(
     iteration, steps = meta["iteration"], meta["steps"]
     best = meta.get("best_return")
     best = -math.inf if best is None else best
-    writer = MetricsWriter(run_dir, tensorboard=tensorboard, keep_until=iteration)
     returns = {int(k): float(v) for k, v in meta.get("returns", {}).items()}
-    ckpts = run_dir / "checkpoints"
     num_iters = math.ceil(info["total_steps"] / algo.steps_per_update)
     # As fxrl.algorithms.core.batched builds it, with a seed dim also for one seed.
     update = torch.func.vmap(algo.update)
@@ -183,33 +224,18 @@ def _run(
     def save() -> None:
         nonlocal best
         m = {**_expect(info), "iteration": iteration, "steps": steps, "returns": returns}
-        latest = ckpts / "latest.safetensors"
-        if latest.exists():
-            os.replace(latest, ckpts / "previous.safetensors")
-        improved = _mean(returns) > best
-        best = max(best, _mean(returns))
-        m["best_return"] = best if math.isfinite(best) else None
-        checkpoint.save(latest, state, m)
-        if improved:
-            checkpoint.save(ckpts / "best.safetensors", state, m)
+        best = save_checkpoints(run_dir / "checkpoints", state, m, best)
 
-    stop = {"now": False}
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if stop["now"]:
-            raise KeyboardInterrupt
-        stop["now"] = True
-
-    # Ctrl-C ends the iteration, then checkpoints (only the main thread may catch signals).
-    main_thread = threading.current_thread() is threading.main_thread()
-    old_handler = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
     t_start, last_ckpt, last_plot, first_call = time.perf_counter(), time.perf_counter(), 0.0, None
     session_iters = 0
-    try:
+    with (
+        _CtrlC() as stop,
+        MetricsWriter(run_dir, tensorboard=tensorboard, keep_until=iteration) as writer,
+    ):
         with Progress(
             num_iters * algo.steps_per_update, steps, num_seeds=info["num_seeds"], quiet=quiet
         ) as bar:
-            while iteration < num_iters and not stop["now"]:
+            while iteration < num_iters and not stop.requested:
                 if max_iterations is not None and session_iters >= max_iterations:
                     break
                 t0 = time.perf_counter()
@@ -225,9 +251,7 @@ def _run(
                      "time": round(time.perf_counter() - t_start, 3)},
                 )  # fmt: skip
                 writer.write(rows)
-                for r in rows:
-                    if r.get("episode_return") is not None:
-                        returns[r["seed"]] = float(r["episode_return"])
+                returns.update(latest_returns(rows))
                 bar.update(steps, rows)
                 now = time.perf_counter()
                 if now - last_ckpt >= checkpoint_every:
@@ -236,17 +260,13 @@ def _run(
                 if now - last_plot >= plot_every:
                     plot_runs([run_dir], run_dir / "curve.png", title=_title(info))
                     last_plot = now
-            if stop["now"]:
+            if stop.requested:
                 bar.log(f"interrupted at step {steps:,}: writing a checkpoint")
             save()
         plot_runs([run_dir], run_dir / "curve.png", title=_title(info))
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGINT, old_handler)
-        writer.close()
     if first_call is not None:
         _summary(run_dir, info, algo, session_iters, time.perf_counter() - t_start, first_call)
-    return RunResult(run_dir, state, iteration, steps, returns, stop["now"])
+    return RunResult(run_dir, state, iteration, steps, returns, stop.requested)
 
 
 def _title(info: dict[str, Any]) -> str:

@@ -108,6 +108,12 @@ class MetricsWriter:
         if self._tb is not None:
             self._tb.close()
 
+    def __enter__(self) -> MetricsWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
 
 def _columns(rows: list[dict[str, Any]]) -> list[str]:
     seen = dict.fromkeys(c for c in _FIRST if any(c in r for r in rows))
