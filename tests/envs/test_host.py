@@ -228,3 +228,21 @@ def test_auto_reset_cannot_wrap_a_host_env():
         env.step(state, torch.tensor(0))
     with pytest.raises(ValueError, match="already resets itself"):
         envs.auto_reset(envs.gym("CartPole-v1"))
+
+
+def test_compiling_a_host_env_runs_it_eagerly_and_fullgraph_names_host_envs():
+    env = envs.gym("CartPole-v1")
+
+    def reward_of_one_step(key):
+        state, _ = env.reset(key)
+        return env.step(state, torch.tensor(1))[1].reward * 2
+
+    eager = torch.compile(reward_of_one_step, backend="eager")(random.key(0))
+    assert torch.equal(eager, torch.tensor(2.0))
+
+    def again(key):  # a fresh code object: torch.compile caches by code object
+        state, _ = env.reset(key)
+        return env.step(state, torch.tensor(1))[1].reward
+
+    with pytest.raises(Exception, match="host envs run outside torch"):
+        torch.compile(again, backend="eager", fullgraph=True)(random.key(0))
