@@ -57,7 +57,7 @@ class _Program:
         from torch.fx.experimental.proxy_tensor import make_fx
 
         self.tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-        static = list(leaves)
+        static = [None if isinstance(x, torch.Tensor) else x for x in leaves]  # keep no tensors
         out_spec: list[Any] = []
 
         def flat(*tensors: torch.Tensor) -> tuple[Any, ...]:
