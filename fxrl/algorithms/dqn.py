@@ -148,9 +148,11 @@ def make_learner(
         updates, opt_state = opt.update(grads, opt_state, params)
         params = optim.apply_updates(params, updates)
         gradient_steps = gradient_steps + 1
-        due = gradient_steps % target_update_every == 0
-        target_params = tree.where(due, objectives.soft_update(target_params, params, tau),
-                                   target_params)  # fmt: skip
+        moved = objectives.soft_update(target_params, params, tau)
+        if target_update_every > 1:  # a Python int: no branch on a tensor
+            due = gradient_steps % target_update_every == 0
+            moved = tree.where(due, moved, target_params)
+        target_params = moved
         if prioritized:
             buffer = buffers.update_priorities(buffer, info["index"], aux["td_error"].abs() + 1e-6)
         metrics = {"loss": aux["loss"], "q": aux["q"]}
