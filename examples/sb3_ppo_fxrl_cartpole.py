@@ -38,7 +38,7 @@ class Args:
     seed: int = 0
     """seeds SB3 (torch init, sampling) and the envs (fxrl.random.key(seed))"""
     compile: bool = False
-    """step the batch with torch.compile (pays off for large batches)"""
+    """step the batch with fxrl.compile (10-20 s to compile, then faster steps)"""
     out: str | None = None
     """run directory for metrics.jsonl; None: print only"""
     eval_episodes: int = 10
