@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 
-from fxrl import random, tree
+from fxrl import tree
+from fxrl.algorithms.core import batched
 from fxrl.run import checkpoint
 from fxrl.run.config_io import algorithm_module, config_to_json, read_run_config, write_run_config
 from fxrl.run.metrics import MetricsWriter, read_rows, rows_from_metrics
@@ -121,10 +122,30 @@ def _total_steps(config: Any, total_steps: int | None) -> int:
 
 
 def build(info: dict[str, Any]) -> tuple[Any, Any]:
-    """``(algo, template)``: the algorithm and its initial batched TrainState for a run."""
+    """``(algo, template)``: the algorithm and its initial TrainState for a run, with a
+    leading seed dim (also for one seed), as ``fxrl.algorithms.core.batched`` inits it."""
     algo = algorithm_module(info["algorithm"]).make(info["config"])
-    keys = random.split(torch.tensor(info["key"], dtype=torch.int64), info["num_seeds"])
-    return algo, torch.func.vmap(algo.init)(keys)
+    init, _ = batched(algo, info["num_seeds"], compile=False)
+    state = init(torch.tensor(info["key"], dtype=torch.int64))
+    return algo, _add_seed_dim(state) if info["num_seeds"] == 1 else state
+
+
+def _add_seed_dim(tree_: Any) -> Any:
+    return tree.map(lambda x: x.unsqueeze(0), tree_)
+
+
+def batched_update(algo: Any, num_seeds: int, compile: bool) -> Any:
+    """``core.batched``'s update (compiled piece by piece where the algorithm supports
+    it), taking and returning states and metrics with a leading seed dim."""
+    _, update = batched(algo, num_seeds, compile)
+    if num_seeds > 1:
+        return update
+
+    def one_seed(state: Any) -> tuple[Any, dict[str, Any]]:
+        state, metrics = update(tree.map(lambda x: x[0], state))
+        return _add_seed_dim(state), _add_seed_dim(metrics)
+
+    return one_seed
 
 
 def _expect(info: dict[str, Any]) -> dict[str, Any]:
@@ -216,10 +237,7 @@ def _run(
     best = -math.inf if best is None else best
     returns = {int(k): float(v) for k, v in meta.get("returns", {}).items()}
     num_iters = math.ceil(info["total_steps"] / algo.steps_per_update)
-    # As fxrl.algorithms.core.batched builds it, with a seed dim also for one seed.
-    update = torch.func.vmap(algo.update)
-    if info["compile"]:
-        update = torch.compile(update, fullgraph=True, dynamic=False)
+    update = batched_update(algo, info["num_seeds"], info["compile"])
 
     def save() -> None:
         nonlocal best
