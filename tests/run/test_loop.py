@@ -108,3 +108,19 @@ def test_the_best_checkpoint_holds_the_best_mean_return_seen_at_a_checkpoint(tmp
         means.append(sum(last.values()) / len(last) if last else -math.inf)
     assert best["best_return"] == pytest.approx(max(means))
     assert best["iteration"] == 1 + means.index(max(means))
+
+
+@pytest.mark.parametrize("num_seeds", [1, 3])
+def test_the_run_loop_ends_where_core_train_ends(tmp_path, num_seeds):
+    from fxrl import random
+    from fxrl.algorithms import core
+
+    config = toy_algo.Config(total_steps=64)
+    result = train("toy_algo", config, tmp_path / "r", num_seeds=num_seeds, quiet=True)
+    state, metrics = core.train(toy_algo.make(config), random.key(0), num_seeds, compile=False)
+    if num_seeds == 1:
+        state = tree.map(lambda x: x.unsqueeze(0), state)
+    assert leaves_equal(result.state, state)
+    rows = read_rows(tmp_path / "r" / "metrics.jsonl")
+    losses = metrics["loss"].reshape(4, num_seeds)
+    assert [r["loss"] for r in rows] == losses.reshape(-1).tolist()
