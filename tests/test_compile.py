@@ -98,3 +98,13 @@ def test_compile_rejects_an_unhashable_static_leaf_and_an_argument_requiring_gra
         compiled(torch.zeros(2, requires_grad=True), 1)
     with pytest.raises(TypeError, match="expected a function, got int"):
         fxrl_compile(3)
+
+
+def test_a_checked_env_compiles_and_still_rejects_a_wrong_action_shape():
+    env = envs.checked(envs.make("CartPole-v1", episode_stats=False))
+    compiled = fxrl_compile(env.step)
+    state = env.reset(random.key(0))[0]
+    new, ts = compiled(state, torch.tensor(1))
+    assert_trees_close((new, ts), env.step(state, torch.tensor(1)), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="action has shape"):
+        compiled(state, torch.tensor([1, 0]))

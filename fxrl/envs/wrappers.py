@@ -337,7 +337,11 @@ def _desc(x: Any) -> str:
 
 
 def _is_traced(x: Tensor) -> bool:
-    return torch.compiler.is_compiling() or torch._C._functorch.is_batchedtensor(x)
+    """Values cannot be read: compiling, vmapped, or fake (``fxrl.compile`` traces on fake
+    tensors)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return torch.compiler.is_compiling() or torch._C._functorch.is_batchedtensor(x) or is_fake(x)
 
 
 class Checked(Wrapper):
