@@ -192,7 +192,7 @@ def make(config: Config) -> Algorithm:
 
     def env_step(params: dict, carry: tuple) -> tuple[tuple, dict]:
         env_state, obs, stats, key = carry
-        key, k_act = random.split(key).unbind(-2)
+        key, k_act = _split(key)
         x = obs if norm is None else norm(obs, stats)
         dist, value = forward(params["net"], x)
         action, logp = dist.sample_and_log_prob(k_act)
@@ -228,7 +228,7 @@ def make(config: Config) -> Algorithm:
         return (optim.apply_updates(net_params, updates), opt_state), metrics
 
     def shuffle(batch: dict, key: Tensor) -> tuple[dict, Tensor]:
-        key, k_perm = random.split(key).unbind(-2)
+        key, k_perm = _split(key)
         perm = random.permutation(k_perm, batch_size)
         cut = lambda v: v[perm].reshape(config.num_minibatches, mb_size, *v.shape[1:])
         return tree.map(cut, batch), key
@@ -288,6 +288,13 @@ def make(config: Config) -> Algorithm:
     )
 
     return Algorithm(init, update, policy, config, env, steps_per_update)
+
+
+def _split(key: Tensor) -> tuple[Tensor, Tensor]:
+    # Dense copies: a compiled piece called again with its own key output sees the strides
+    # it was compiled for (a view into the split would have other strides: a recompile).
+    keys = random.split(key).clone(memory_format=torch.contiguous_format)
+    return keys[..., 0, :].clone(), keys[..., 1, :].clone()
 
 
 def _scan_loop(body: Any, carry: Any, xs: Any) -> tuple[Any, Any]:
