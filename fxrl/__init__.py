@@ -1,11 +1,14 @@
 """fxrl: reinforcement learning on PyTorch written as pure functions over pytrees."""
 
 from fxrl import (
+    algorithms,
+    buffers,
     distributions,
     envs,
     exploration,
     export,
     nn,
+    objectives,
     optim,
     random,
     rollout,
@@ -16,11 +19,14 @@ from fxrl import (
 )
 
 __all__ = [
+    "algorithms",
+    "buffers",
     "distributions",
     "envs",
     "exploration",
     "export",
     "nn",
+    "objectives",
     "optim",
     "random",
     "rollout",

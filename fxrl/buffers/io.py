@@ -18,7 +18,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import safetensors.torch
 import torch
 
 from fxrl import tree
@@ -59,6 +58,8 @@ def save(buf: Buffer, path: str | os.PathLike) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         file = tmp / _TENSORS
+        import safetensors.torch  # imported on use: `import fxrl` stays cheap
+
         safetensors.torch.save_file({k: v.contiguous() for k, v in tensors.items()}, str(file))
         meta["bytes"], meta["sha256"] = file.stat().st_size, _sha256(file)
         (tmp / _META).write_text(json.dumps(meta, indent=1))
@@ -101,6 +102,8 @@ def load(path: str | os.PathLike) -> Buffer:
             f"fxrl.buffers.load: {file} does not match the SHA-256 recorded in {_META}: the "
             "file is corrupt. Nothing was loaded."
         )
+    import safetensors.torch
+
     tensors = safetensors.torch.load_file(str(file))
     want = {k: (d, s) for k, (d, s) in meta["tensors"].items()}
     got = {k: (str(v.dtype).removeprefix("torch."), list(v.shape)) for k, v in tensors.items()}
