@@ -17,10 +17,12 @@ from fxrl import (
     transforms,
     tree,
 )
+from fxrl.compile import compile  # the function; fxrl.compile the module is shadowed
 
 __all__ = [
     "algorithms",
     "buffers",
+    "compile",
     "distributions",
     "envs",
     "exploration",
