@@ -101,8 +101,16 @@ def throughput(args: argparse.Namespace, num_seeds: int, fx: dict) -> None:
 
 PUREJAXRL = """
 import sys, time, jax
-sys.path.insert(0, {dir!r})
-from purejaxrl.ppo import make_train
+import types
+sys.path[:0] = [{dir!r} + "/purejaxrl"]  # its ppo.py imports `wrappers` as a top-level module
+# wrappers.py imports brax and navix at the top but uses them only for their own envs:
+# empty stand-ins, so CartPole runs without installing them
+for name in ("brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training", "navix"):
+    sys.modules[name] = types.ModuleType(name)
+sys.modules["brax"].envs = sys.modules["brax.envs"]
+sys.modules["brax.envs.wrappers.training"].EpisodeWrapper = None
+sys.modules["brax.envs.wrappers.training"].AutoResetWrapper = None
+from ppo import make_train
 config = {{"LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": {steps},
     "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95,
     "CLIP_EPS": 0.2, "ENT_COEF": 0.01, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5,
