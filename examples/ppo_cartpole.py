@@ -24,7 +24,7 @@ from fxrl.algorithms import core, ppo
 class Args:
     env: str = "CartPole-v1"  # pure env id
     num_seeds: int = 8  # seeds trained together (vmapped)
-    total_steps: int = 500_000  # env steps per seed
+    total_steps: int | None = None  # env steps per seed (None: the env's tuned budget)
     seed: int = 0  # the key all seeds are split from
     compile: bool = True  # compile the update's pieces (False: eager)
     eval_episodes: int = 10  # greedy episodes per seed in gymnasium's env
@@ -34,7 +34,9 @@ class Args:
 
 def main(args: Args) -> None:
     torch.set_num_threads(args.threads)
-    config = ppo.Config(env=args.env, total_steps=args.total_steps)
+    # the env's tuned settings (ppo.TUNED; PureJaxRL's CartPole defaults where none)
+    budget = {} if args.total_steps is None else {"total_steps": args.total_steps}
+    config = ppo.Config.tuned(args.env, **budget)
     algo = ppo.make(config)
     # The fast pair: torch.compile(vmap(piece)) for each piece of the update.
     init, update = core.batched(algo, args.num_seeds, compile=args.compile)

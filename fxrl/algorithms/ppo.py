@@ -28,7 +28,7 @@ from fxrl.algorithms import core
 from fxrl.algorithms.core import Algorithm, check_config
 from fxrl.nn import initializers as inits
 
-__all__ = ["Config", "TrainState", "make", "train"]
+__all__ = ["TUNED", "Config", "TrainState", "make", "train"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +80,29 @@ class Config:
             check_config(self, f, 0.0 <= float(getattr(self, f)) <= 1.0, "a number in [0, 1]")
         ok = all(isinstance(h, int) and h > 0 for h in self.hidden) and len(self.hidden) > 0
         check_config(self, "hidden", ok, "a non-empty tuple of positive ints, e.g. (64, 64)")
+
+    @classmethod
+    def tuned(cls, env: str = "CartPole-v1", **overrides: Any) -> Config:
+        """The settings fxrl's recorded runs use for ``env`` (``TUNED``), then
+        ``overrides``; envs without an entry get the defaults (PureJaxRL's CartPole)."""
+        return cls(env=env, **{**TUNED.get(env, {}), **overrides})
+
+
+# Settings per env behind the recorded runs (docs/results); Config.tuned(env) applies them.
+TUNED: dict[str, dict[str, Any]] = {
+    # Pendulum-v1: many more samples per update, a short horizon, normalised observations.
+    "Pendulum-v1": {
+        "num_envs": 16,
+        "num_steps": 256,
+        "total_steps": 1_000_000,
+        "update_epochs": 10,
+        "num_minibatches": 16,
+        "lr": 1e-3,
+        "gamma": 0.9,
+        "ent_coef": 0.0,
+        "normalize_obs": True,
+    },
+}
 
 
 @tree.dataclass
