@@ -7,11 +7,14 @@
 
 Built in: CartPole-v1, Pendulum-v1, MountainCar-v0, MountainCarContinuous-v0, Acrobot-v1,
 each checked against gymnasium. Wrappers: auto_reset, time_limit, batch, transform,
-episode_stats, checked. Out, as gymnasium / Stable-Baselines3 envs: to_gymnasium, to_sb3.
+episode_stats, checked. Atari: atari (ale-py, one game or its vector env), atari_screen
+(ale-py's own frame preprocessing as a transform, for exported policies).
+Out, as gymnasium / Stable-Baselines3 envs: to_gymnasium, to_sb3.
 """
 
 from fxrl.envs.acrobot import Acrobot
 from fxrl.envs.atari import atari
+from fxrl.envs.atari_vector import atari_screen
 from fxrl.envs.cartpole import CartPole
 from fxrl.envs.continuous_mountain_car import ContinuousMountainCar
 from fxrl.envs.core import Env, TimeStep, Wrapper, WrapperState, params_as_tensors
@@ -51,6 +54,7 @@ __all__ = [
     "Wrapper",
     "WrapperState",
     "atari",
+    "atari_screen",
     "auto_reset",
     "batch",
     "checked",
