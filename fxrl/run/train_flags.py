@@ -98,6 +98,25 @@ def _tyro_message(text: str) -> str:
     return re.sub(r"^Error parsing config: ", "", message)
 
 
+def _tuned_config(module: ModuleType, argv: list[str]) -> Any:
+    """The Config the flags start from: ``Config.tuned(env)`` for the ``--env`` in ``argv``
+    (settings behind the recorded runs, e.g. PPO on Pendulum-v1) where the algorithm has
+    them, else ``Config()``. A bad env id is left to the flags' own check."""
+    config_cls = module.Config
+    env = None
+    for i, token in enumerate(argv):
+        if token.startswith("--env="):
+            env = token.split("=", 1)[1]
+        elif token == "--env" and i + 1 < len(argv):
+            env = argv[i + 1]
+    if env is None or not hasattr(config_cls, "tuned"):
+        return config_cls()
+    try:
+        return config_cls.tuned(env)
+    except ValueError:
+        return config_cls()
+
+
 def parse(module: ModuleType, name: str, argv: list[str]) -> tuple[Any, Any]:
     """``(config, run_flags)`` from ``argv`` (everything after ``fxrl train ALGO``).
 
@@ -112,9 +131,16 @@ def parse(module: ModuleType, name: str, argv: list[str]) -> tuple[Any, Any]:
     _check_flags(prog, argv, _known_flags(module, run_cls))
     err = io.StringIO()
     doc = (module.__doc__ or "").strip().splitlines()
+    default = args_cls(config=_tuned_config(module, argv), run=run_cls())
     try:
         with contextlib.redirect_stderr(err):
-            args = tyro.cli(args_cls, args=argv, prog=prog, description=doc[0] if doc else None)
+            args = tyro.cli(
+                args_cls,
+                args=argv,
+                prog=prog,
+                description=doc[0] if doc else None,
+                default=default,
+            )
     except SystemExit as e:
         if e.code in (0, None):
             raise
