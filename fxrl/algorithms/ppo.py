@@ -200,12 +200,16 @@ def make(config: Config) -> Algorithm:
         action = distributions.draw(_distribution(params["net"], head, discrete), key, mode)
         return action if discrete else action_spec.project(action)
 
-    def init(key: Tensor) -> TrainState:
+    def init(key: Tensor, env_params: Any = None) -> TrainState:
+        """A fresh agent; ``env_params`` (the env's params dataclass, e.g. a
+        ``CartPoleParams`` with another pole ``length``) sets the task its envs run, kept
+        in the env state (default: ``env.default_params``). Leaves are shared by the
+        ``num_envs`` envs, or per env with a leading [num_envs] dim."""
         k_net, k_env, k_state = random.split(key, 3).unbind(-2)
         params = {"net": net.init(k_net)}
         if not discrete:
             params["net"]["log_std"] = torch.zeros(out_dim, dtype=env.dtype)
-        env_state, ts = benv.reset(k_env)
+        env_state, ts = benv.reset(k_env, env_params)
         if norm is not None:
             params["obs_norm"] = norm.init(ts.obs, obs_spec)
         zero = torch.zeros((), dtype=torch.int64)
