@@ -16,7 +16,7 @@ from fxrl.algorithms.core import Algorithm
 __all__ = ["NAMES", "Algorithm", "get"]
 
 # Algorithms the CLI can name: ``fxrl train ppo ...``.
-NAMES = ("ppo", "dqn")
+NAMES = ("ppo", "dqn", "sac", "td3")
 
 
 def get(name: str) -> ModuleType:

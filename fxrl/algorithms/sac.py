@@ -214,7 +214,7 @@ def make_offpolicy(
         done = traj["terminated"] | traj["truncated"]
         out = core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
         nan = torch.tensor(float("nan"))
-        out.update({k: torch.where(learning, v.float().mean(), nan) for k, v in m.items()})
+        out.update({k: torch.where(learning, v.float().nanmean(), nan) for k, v in m.items()})
         out.update(steps=steps, gradient_steps=count)
         return out
 
