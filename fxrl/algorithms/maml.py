@@ -153,6 +153,9 @@ def reinforce_loss(
     """
     logp = log_prob(params, batch["obs"], batch["action"])
     if logp.shape != batch["advantage"].shape:
-        raise ValueError(f"reinforce_loss: log_prob gave shape {list(logp.shape)}; expected "
-                         f"advantage's {list(batch['advantage'].shape)}, one per step.")  # fmt: skip
+        want = list(batch["advantage"].shape)
+        raise ValueError(
+            f"reinforce_loss: log_prob gave shape {list(logp.shape)}; expected advantage's "
+            f"{want}, one per step."
+        )
     return -(logp * batch["advantage"].detach()).mean()
