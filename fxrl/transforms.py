@@ -49,6 +49,7 @@ __all__ = [
     "observation_norm",
     "resize",
     "reward_scale",
+    "select",
     "step_counter",
     "to_tensor_image",
 ]
@@ -540,6 +541,58 @@ class Cat(Transform):
 def cat(keys: Sequence[str], out: str = "obs", dim: int = -1) -> Transform:
     """Concatenate the entries ``keys`` of a dict observation into one entry ``out``."""
     return Cat(keys, out, dim)
+
+
+class Select(Transform):
+    def __init__(self, indices: Sequence[int]) -> None:
+        idx = tuple(indices)
+        if not idx or not all(isinstance(i, int) and not isinstance(i, bool) for i in idx):
+            raise ValueError(
+                f"select: indices must be a non-empty sequence of ints, got {indices!r}."
+            )
+        if len(set(idx)) != len(idx):
+            raise ValueError(f"select: indices {list(idx)} repeat an entry; give each once.")
+        self.indices = idx
+
+    def _index(self, size: int) -> Tensor:
+        bad = [i for i in self.indices if not -size <= i < size]
+        if bad:
+            raise ValueError(
+                f"select: indices {bad} are out of range for an observation of {size} "
+                f"entries; expected indices in [-{size}, {size})."
+            )
+        return torch.tensor([i % size for i in self.indices], dtype=torch.int64)
+
+    def __call__(self, obs: Tensor, state: Any = None) -> Tensor:
+        if not isinstance(obs, Tensor) or obs.ndim < 1:
+            got = list(obs.shape) if isinstance(obs, Tensor) else type(obs).__name__
+            raise ValueError(f"select: expects a [..., features] observation, got {got}.")
+        # index_select with a constant index: no data-dependent shapes, so it vmaps,
+        # compiles and exports (as a Gather in ONNX).
+        return obs.index_select(-1, self._index(obs.shape[-1]))
+
+    def observation_spec(self, spec: Any) -> specs.Box:
+        spec = _box("select", spec)
+        if len(spec.shape) < 1:
+            raise ValueError(f"select: expects a [..., features] Box, got {spec!r}.")
+        low = spec.low.expand(spec.shape).double()
+        high = spec.high.expand(spec.shape).double()
+        index = self._index(spec.shape[-1])
+        return specs.Box(low.index_select(-1, index), high.index_select(-1, index),
+                         dtype=spec.dtype)  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"select({list(self.indices)})"
+
+
+def select(indices: Sequence[int]) -> Transform:
+    """Keep the observation entries ``indices`` (last dim), in that order:
+    ``[..., n] -> [..., len(indices)]``.
+
+    Makes a partially observable task from a full one: ``select([0, 2])`` keeps
+    CartPole-v1's cart position and pole angle and drops both velocities.
+    """
+    return Select(indices)
 
 
 class Compose(Transform):

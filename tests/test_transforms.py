@@ -302,3 +302,49 @@ def test_resize_with_a_mode_as_second_argument_makes_a_square():
         square = transforms.resize(84, mode)(pixels)
         assert square.shape == (3, 84, 84)
         assert torch.equal(square, transforms.resize(84, 84, mode)(pixels))
+
+
+# ----------------------------------------------------------------------------- select
+
+
+@given(key=keys(), batch=st.integers(0, 3))
+def test_select_keeps_the_named_entries_in_order_with_any_batch_dims(key, batch):
+    obs = random.normal(key, (batch, 5) if batch else (5,))
+    out = transforms.select([3, 0, -1])(obs)
+    expected = torch.stack([obs[..., 3], obs[..., 0], obs[..., 4]], dim=-1)
+    assert torch.equal(out, expected)
+    assert torch.equal(torch.func.vmap(transforms.select([3, 0, -1]))(obs.reshape(-1, 5)),
+                       expected.reshape(-1, 3))  # fmt: skip
+
+
+def test_select_spec_keeps_the_bounds_of_the_kept_entries():
+    full = envs.make("CartPole-v1").observation_spec
+    spec = transforms.select([0, 2]).observation_spec(full)
+    assert spec.shape == (2,)
+    assert torch.equal(spec.low, full.low[[0, 2]]) and torch.equal(spec.high, full.high[[0, 2]])
+    scalar_bounds = transforms.select([1]).observation_spec(specs.Box(-1.0, 2.0, (3,)))
+    assert scalar_bounds.shape == (1,) and float(scalar_bounds.low) == -1.0
+
+
+def test_masked_cartpole_env_observes_positions_only_and_matches_the_full_env():
+    masked = envs.transform(envs.make("CartPole-v1"), transforms.select([0, 2]))
+    full = envs.make("CartPole-v1")
+    check_env(masked, max_examples=5)
+    (ms, mts), (fs, fts) = masked.reset(random.key(1)), full.reset(random.key(1))
+    for a in [1, 0, 0, 1, 1, 1, 0, 1] * 4:
+        (ms, mts), (fs, fts) = masked.step(ms, torch.tensor(a)), full.step(fs, torch.tensor(a))
+        assert torch.equal(mts.obs, fts.obs[[0, 2]])
+        assert torch.equal(mts.info["next_obs"], fts.info["next_obs"][[0, 2]])
+        assert torch.equal(mts.reward, fts.reward) and torch.equal(mts.terminated, fts.terminated)
+        assert masked.observation_spec.contains(mts.info["next_obs"])
+
+
+def test_select_rejects_bad_indices_with_what_was_expected():
+    with pytest.raises(ValueError, match=r"indices \[4\] are out of range .*4 entries"):
+        transforms.select([0, 4])(torch.zeros(4))
+    with pytest.raises(ValueError, match="repeat an entry"):
+        transforms.select([1, 1])
+    with pytest.raises(ValueError, match="non-empty sequence of ints"):
+        transforms.select([])
+    with pytest.raises(TypeError, match="select: expects a Box"):
+        transforms.select([0]).observation_spec(specs.Discrete(3))

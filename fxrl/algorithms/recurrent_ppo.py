@@ -1,0 +1,390 @@
+"""Recurrent PPO: PPO with a GRU or LSTM core whose carry is an explicit argument.
+
+PureJaxRL's ``ppo_rnn.py`` recipe on fxrl's pieces. The policy is
+``policy(params, obs, carry, is_init, key=None, mode="mode") -> (action, carry)``:
+``is_init`` marks the first observation of an episode and resets the carry inside the
+cell (``torch.where``), so no primer, no hidden state, and the exported program takes
+and returns the carry like any other tensor.
+
+    algo = recurrent_ppo.make(recurrent_ppo.Config(env="CartPole-v1", mask_velocity=True))
+    state = algo.init(key)
+    state, metrics = algo.update(state)         # collect num_envs x num_steps, then learn
+    carry = algo.initial_carry()                # zeros; is_init=True resets it anyway
+    action, carry = algo.policy(state.params, obs, carry, torch.tensor(True))
+
+One ``update``: a rollout of ``num_steps`` from the carry the previous update ended with
+(stored in the TrainState, with the flags saying which envs start a new episode), GAE,
+then ``update_epochs`` passes over minibatches of whole env sequences (split over envs,
+never over time), each re-run through the core from its stored starting carry with the
+``is_init`` resets inside. ``cell="mlp"`` swaps the core for a dense layer that ignores
+the carry: the feed-forward baseline, with the same torso, heads and call shape.
+
+``mask_velocity=True`` trains on the env seen through ``transforms.select`` (positions
+only, ``POSITIONS``); the policy takes the env's full observations and applies the same
+selection first, so it never sees a velocity, in training, evaluation or export.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from fxrl import distributions, envs, nn, objectives, optim, random, specs, transforms, tree
+from fxrl.algorithms import core
+from fxrl.algorithms.core import check_config
+from fxrl.algorithms.ppo import _gae, _scan_loop, _split
+from fxrl.nn import initializers as inits
+
+__all__ = ["CELLS", "POSITIONS", "Config", "RecurrentAlgorithm", "TrainState", "evaluate",
+           "make", "train"]  # fmt: skip
+
+CELLS = ("gru", "lstm", "mlp")
+
+# Observation entries that are not velocities, per env: what mask_velocity keeps.
+POSITIONS: dict[str, tuple[int, ...]] = {
+    "CartPole-v1": (0, 2),  # cart position, pole angle (drops both velocities)
+    "Pendulum-v1": (0, 1),  # cos, sin of the angle (drops the angular velocity)
+    "Acrobot-v1": (0, 1, 2, 3),  # cos/sin of both angles (drops both angular velocities)
+    "MountainCar-v0": (0,),  # position
+    "MountainCarContinuous-v0": (0,),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Recurrent PPO's settings; names are PureJaxRL's (``ppo_rnn.py``) where it has them.
+
+    Defaults are the recorded masked-CartPole run's
+    (docs/results/recurrent_ppo_masked_cartpole.md).
+    """
+
+    env: str = "CartPole-v1"  # a pure env id (fxrl.envs.registered())
+    mask_velocity: bool = True  # observe only POSITIONS[env]: a partially observable task
+    cell: str = "gru"  # "gru", "lstm", or "mlp" (feed-forward baseline, carry unused)
+    rnn_hidden: int = 64  # width of the recurrent core (and its carry)
+    hidden: int = 64  # width of the embedding before the core and of each head
+    activation: str = "tanh"  # activation of the embedding and the heads
+    num_envs: int = 16  # envs stepped together per seed
+    num_steps: int = 32  # steps per env per update (the length of each trained sequence)
+    total_steps: int = 500_000  # env steps per seed for train()
+    update_epochs: int = 4  # passes over each rollout
+    num_minibatches: int = 4  # minibatches of whole env sequences; divides num_envs
+    lr: float = 1e-3  # Adam learning rate (eps 1e-5)
+    anneal_lr: bool = True  # decay lr linearly to 0 over total_steps
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE's lambda
+    clip_eps: float = 0.2  # ratio clip (and value clip)
+    clip_value: bool = True  # clip the value update around the rollout's values
+    ent_coef: float = 0.01  # entropy bonus weight
+    vf_coef: float = 0.5  # value loss weight
+    max_grad_norm: float = 0.5  # global gradient norm clip
+    normalize_advantages: bool = True  # per minibatch
+
+    def __post_init__(self) -> None:
+        core.check_env_id(self)
+        check_config(self, "cell", self.cell in CELLS, f"one of {', '.join(map(repr, CELLS))}")
+        core.check_positive(self, "rnn_hidden", "hidden", "num_envs", "num_steps",
+                            "total_steps", "update_epochs", "num_minibatches")  # fmt: skip
+        divisors = [d for d in range(1, self.num_envs + 1) if self.num_envs % d == 0]
+        check_config(
+            self,
+            "num_minibatches",
+            self.num_envs % self.num_minibatches == 0,
+            f"a divisor of num_envs = {self.num_envs} ({', '.join(map(str, divisors))}): "
+            "minibatches split the rollout over envs, keeping whole sequences",
+            "Change num_minibatches or num_envs.",
+        )
+        for f in ("lr", "clip_eps", "max_grad_norm"):
+            check_config(self, f, float(getattr(self, f)) > 0, "a positive number")
+        for f in ("gamma", "gae_lambda"):
+            check_config(self, f, 0.0 <= float(getattr(self, f)) <= 1.0, "a number in [0, 1]")
+        check_config(self, "mask_velocity", isinstance(self.mask_velocity, bool), "True or False")
+        check_config(
+            self,
+            "mask_velocity",
+            not self.mask_velocity or self.env in POSITIONS,
+            f"False for {self.env}: no velocity mask is known for it (known: "
+            f"{', '.join(POSITIONS)})",
+        )
+
+
+@tree.dataclass
+class TrainState:
+    """Everything recurrent PPO needs between updates (all tensors)."""
+
+    params: dict  # {"net": network params}
+    opt_state: Any
+    env_state: Any  # the batch env's state [num_envs]
+    obs: Tensor  # [num_envs, obs_dim] (masked) what the policy acts on next
+    carry: Any  # [num_envs, 1, rnn_hidden] (LSTM: LSTMCarry of two) the core's state
+    is_init: Tensor  # [num_envs] bool: obs is the first of an episode
+    key: Tensor  # [2]
+    steps: Tensor  # [] int64 env steps so far
+    updates: Tensor  # [] int64 updates so far
+
+
+class RecurrentAlgorithm(NamedTuple):
+    """``core.Algorithm``'s fields, a recurrent ``policy``, and ``initial_carry``.
+
+    ``policy(params, obs [*B, full_obs_dim], carry, is_init [*B] bool, key=None,
+    mode="mode") -> (action [*B], carry)``; ``initial_carry(batch_shape=())`` gives zeros.
+    """
+
+    init: Any
+    update: Any
+    policy: Any
+    config: Config
+    env: Any
+    steps_per_update: int
+    initial_carry: Any
+
+
+# ------------------------------------------------------------------------------ network
+
+
+def _network(config: Config, obs_dim: int, out_dim: int) -> tuple[nn.Model, Any]:
+    """``(apply(net, xs [T, *B, obs], carry, is_init [T, *B]) -> (head [T, *B, out],
+    value [T, *B], carry), initial_carry)``: embedding, core, actor and critic heads.
+    Orthogonal inits as PureJaxRL (sqrt 2 hidden, 0.01 policy head, 1 value head)."""
+    w, b, act, h = inits.orthogonal(math.sqrt(2)), inits.zeros, config.activation, config.hidden
+    embed = nn.mlp(obs_dim, h, (), act, output_activation=act, w_init=w, b_init=b)
+    if config.cell == "mlp":
+        cell = nn.mlp(h, config.rnn_hidden, (), act, output_activation=act, w_init=w, b_init=b)
+        rnn = nn.gru(h, config.rnn_hidden)  # only for its carry's shape
+    else:
+        cell = None
+        rnn = (nn.gru if config.cell == "gru" else nn.lstm)(h, config.rnn_hidden)
+    heads = [nn.mlp(config.rnn_hidden, n, (h,), act, w_init=w, b_init=b,
+                    output_w_init=inits.orthogonal(s))
+             for n, s in ((out_dim, 0.01), (1, 1.0))]  # fmt: skip
+
+    def init(key: Tensor) -> dict:
+        k_embed, k_core, k_actor, k_critic = random.split(key, 4).unbind(-2)
+        core_params = rnn.init(k_core) if cell is None else cell.init(k_core)
+        return {"embed": embed.init(k_embed), "core": core_params,
+                "actor": heads[0].init(k_actor), "critic": heads[1].init(k_critic)}  # fmt: skip
+
+    def apply(net: dict, xs: Tensor, carry: Any, is_init: Tensor) -> tuple[Tensor, Tensor, Any]:
+        e = embed.apply(net["embed"], xs)
+        if cell is None:
+            ys, carry = rnn.apply(net["core"], e, carry, is_init)
+        else:
+            ys = cell.apply(net["core"], e)
+        value = heads[1].apply(net["critic"], ys).squeeze(-1)
+        return heads[0].apply(net["actor"], ys), value, carry
+
+    return nn.Model(init, apply), rnn.initial_carry
+
+
+def _distribution(head: Tensor) -> Any:
+    return distributions.categorical(head)
+
+
+# ------------------------------------------------------------------------------ make
+
+
+def make(config: Config) -> RecurrentAlgorithm:
+    """Recurrent PPO for ``config`` (discrete-action envs)."""
+    if not isinstance(config, Config):
+        raise TypeError(
+            f"recurrent_ppo.make: expected a recurrent_ppo.Config, got {type(config).__name__}."
+        )
+    env = envs.make(config.env)
+    mask = transforms.select(POSITIONS[config.env]) if config.mask_velocity else None
+    benv = envs.batch(env if mask is None else envs.transform(env, mask), config.num_envs)
+    obs_spec, action_spec = benv.env.observation_spec, env.action_spec
+    if not isinstance(action_spec, specs.Discrete):
+        raise ValueError(f"recurrent_ppo.make: {config.env} has actions {action_spec!r}; "
+                         "recurrent PPO handles Discrete(n) actions.")  # fmt: skip
+    if not isinstance(obs_spec, specs.Box) or len(obs_spec.shape) != 1:
+        raise ValueError(f"recurrent_ppo.make: {config.env} has observations {obs_spec!r}; "
+                         "needs a flat Box [obs_dim].")  # fmt: skip
+    net, zero_carry = _network(config, obs_spec.shape[0], action_spec.n)
+    n, t_len = config.num_envs, config.num_steps
+    mb_envs = n // config.num_minibatches
+    steps_per_update = n * t_len
+    num_updates = max(1, config.total_steps // steps_per_update)
+    grad_steps = config.update_epochs * config.num_minibatches
+
+    def lr_schedule(count: Tensor) -> Tensor:
+        done = torch.div(count, grad_steps, rounding_mode="floor").double()
+        return config.lr * (1.0 - done / num_updates).clamp(min=0.0)
+
+    opt = optim.chain(
+        optim.clip_by_global_norm(config.max_grad_norm),
+        optim.adam(lr_schedule if config.anneal_lr else config.lr, eps=1e-5),
+    )
+
+    def initial_carry(batch_shape: tuple[int, ...] = ()) -> Any:
+        return zero_carry(tuple(batch_shape))
+
+    def policy(params: dict, obs: Tensor, carry: Any, is_init: Tensor, key: Tensor | None = None,
+               mode: str = "mode") -> tuple[Tensor, Any]:  # fmt: skip
+        """``(action [*B], carry)`` for the env's full observations ``obs [*B, obs_dim]``
+        (masked here when ``mask_velocity``), the carry from the previous call and
+        ``is_init [*B]`` bool, True on an episode's first observation."""
+        x = obs if mask is None else mask(obs)
+        head, _, carry = net.apply(params["net"], x.unsqueeze(0), carry, is_init.unsqueeze(0))
+        return distributions.draw(_distribution(head[0]), key, mode), carry
+
+    def init(key: Tensor) -> TrainState:
+        k_net, k_env, k_state = random.split(key, 3).unbind(-2)
+        params = {"net": net.init(k_net)}
+        env_state, ts = benv.reset(k_env)
+        # Carry and flags made from the observations, so a vmapped init batches them too.
+        carry = tree.map(lambda z: z + ts.obs[:, :1, None] * 0, initial_carry((n,)))
+        is_init = ts.obs[:, 0] == ts.obs[:, 0]
+        zero = torch.zeros((), dtype=torch.int64)
+        return TrainState(params, opt.init(params["net"]), env_state, ts.obs, carry, is_init,
+                          k_state, zero, zero)  # fmt: skip
+
+    # -------------------------------------------------------------------------- collect
+
+    def env_step(params: dict, c: tuple) -> tuple[tuple, dict]:
+        env_state, obs, carry, is_init, key = c
+        key, k_act = _split(key)
+        head, value, carry = net.apply(params["net"], obs[None], carry, is_init[None])
+        action, logp = _distribution(head[0]).sample_and_log_prob(k_act)
+        env_state, ts = benv.step(env_state, action)
+        done = ts.terminated | ts.truncated
+        info = ts.info
+        out = {"obs": obs, "is_init": is_init, "action": action, "log_prob": logp,
+               "value": value[0], "reward": ts.reward, "terminated": ts.terminated,
+               "truncated": ts.truncated, "final_obs": ts.obs, "carry_after": carry,
+               "episode_return": info["episode_return"],
+               "episode_length": info["episode_length"]}  # fmt: skip
+        return (env_state, info["next_obs"], carry, done, key), out
+
+    # -------------------------------------------------------------------------- learn
+
+    def prepare(params: dict, carry0: Any, traj: dict) -> tuple[dict, dict]:
+        # Bootstrap values: each step's reached observation (the final one where an episode
+        # ended) seen with the carry after that step, all T*N at once as one-step sequences.
+        flat = lambda v: v.flatten(0, 1)[None]
+        carry_after = tree.map(lambda v: v.flatten(0, 1), traj["carry_after"])
+        no_reset = torch.zeros_like(flat(traj["is_init"]))
+        _, next_value, _ = net.apply(params["net"], flat(traj["final_obs"]), carry_after, no_reset)
+        advantage, target = _gae(config, traj, next_value[0].reshape(t_len, n))
+        batch = {k: traj[k] for k in ("obs", "is_init", "action", "log_prob", "value")}
+        batch["advantage"], batch["value_target"] = advantage, target
+        done = traj["terminated"] | traj["truncated"]
+        report = core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
+        return {"seq": batch, "carry": carry0}, report
+
+    def loss_fn(net_params: dict, mb: dict) -> tuple[Tensor, dict]:
+        seq = mb["seq"]
+
+        def forward(p: dict, obs: Tensor) -> tuple[Any, Tensor]:
+            head, value, _ = net.apply(p, obs, mb["carry"], seq["is_init"])
+            return _distribution(head), value
+
+        return objectives.ppo_loss(
+            forward, None, net_params, seq, clip_eps=config.clip_eps, vf_coef=config.vf_coef,
+            ent_coef=config.ent_coef, clip_value=config.clip_eps if config.clip_value else None,
+            normalize_advantage=config.normalize_advantages,
+        )  # fmt: skip
+
+    def grad_step(c: tuple, mb: dict) -> tuple[tuple, dict]:
+        net_params, opt_state = c
+        grads, metrics = torch.func.grad(loss_fn, has_aux=True)(net_params, mb)
+        updates, opt_state = opt.update(grads, opt_state, net_params)
+        return (optim.apply_updates(net_params, updates), opt_state), metrics
+
+    def shuffle(batch: dict, key: Tensor) -> tuple[dict, Tensor]:
+        # Minibatches of whole sequences: permute envs (dim 1 of [T, N]; dim 0 of the carry).
+        key, k_perm = _split(key)
+        perm = random.permutation(k_perm, n)
+        cut_t = lambda v: v[:, perm].reshape(t_len, config.num_minibatches, mb_envs,
+                                             *v.shape[2:]).movedim(1, 0)  # fmt: skip
+        cut_c = lambda v: v[perm].reshape(config.num_minibatches, mb_envs, *v.shape[1:])
+        return {"seq": tree.map(cut_t, batch["seq"]), "carry": tree.map(cut_c, batch["carry"])}, key
+
+    def finish(state: TrainState, c: tuple, learned: tuple, report: dict, metrics: dict):
+        env_state, obs, carry, is_init, _ = c
+        net_params, opt_state, key = learned
+        steps_done = state.steps + steps_per_update
+        out = {**report, **{k: v.mean() for k, v in metrics.items()}}
+        out["lr"] = lr_schedule(state.updates * grad_steps).float() if config.anneal_lr else (
+            torch.tensor(config.lr))  # fmt: skip
+        out["steps"] = steps_done
+        new = TrainState({"net": net_params}, opt_state, env_state, obs, carry, is_init, key,
+                         steps_done, state.updates + 1)  # fmt: skip
+        return new, out
+
+    def build(wrap: Any, loop: Any) -> Any:
+        """One update from its pieces, as ``ppo.make``'s: pieces through ``wrap``
+        (identity, or vmapped over seeds and compiled), loops through ``loop``."""
+        step_, prepare_, shuffle_, grad_, finish_ = map(
+            wrap, (env_step, prepare, shuffle, grad_step, finish)
+        )
+
+        def update(state: TrainState) -> tuple[TrainState, dict]:
+            params = state.params
+            # collect, from the carry the last update ended with
+            c = (state.env_state, state.obs, state.carry, state.is_init, state.key)
+            c, traj = loop(lambda c_, _: step_(params, c_), c, t_len)
+            batch, report = prepare_(params, state.carry, traj)
+
+            # learn: minibatches of whole sequences, re-run from their stored carries
+            def epoch(e: tuple, _: Any) -> tuple[tuple, dict]:
+                net_params, opt_state, key = e
+                minibatches, key = shuffle_(batch, key)
+                (net_params, opt_state), m = loop(grad_, (net_params, opt_state), minibatches)
+                return (net_params, opt_state, key), m
+
+            learned, metrics = loop(
+                epoch, (params["net"], state.opt_state, c[4]), config.update_epochs
+            )
+            return finish_(state, c, learned, report, metrics)
+
+        return update
+
+    update = build(lambda f: f, _scan_loop)
+    update.staged = lambda num_seeds, compile: build(  # type: ignore[attr-defined]
+        core.staged_wrap(num_seeds, compile), core.staged_loop(num_seeds)
+    )
+    return RecurrentAlgorithm(init, update, policy, config, env, steps_per_update, initial_carry)
+
+
+# ------------------------------------------------------------------------------ evaluate
+
+
+def evaluate(algo: RecurrentAlgorithm, params: dict, episodes: int = 10, *, seed: int = 0,
+             mode: str = "mode") -> Tensor:  # fmt: skip
+    """Returns of ``episodes`` episodes in gymnasium's own env of the config's id (reset
+    with seeds ``seed, seed+1, ...``), the carry fed back each step and reset by
+    ``is_init`` on the first; the policy applies the velocity mask to gymnasium's
+    observations itself. ``params``: one seed's. Returns float64 [episodes]."""
+    import gymnasium as gym
+    import numpy as np
+
+    returns = []
+    with torch.no_grad():
+        for e in range(episodes):
+            env = gym.make(algo.config.env)
+            obs, _ = env.reset(seed=seed + e)
+            carry, is_init = algo.initial_carry(), torch.tensor(True)
+            key, total, done = random.key(seed + e), 0.0, False
+            while not done:
+                key, sub = random.split(key).unbind(0)
+                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype)
+                action, carry = algo.policy(params, x, carry, is_init,
+                                            sub if mode != "mode" else None, mode=mode)  # fmt: skip
+                obs, reward, terminated, truncated, _ = env.step(int(action))
+                total += float(reward)
+                done, is_init = terminated or truncated, torch.tensor(False)
+            env.close()
+            returns.append(total)
+    return torch.tensor(returns, dtype=torch.float64)
+
+
+def train(config: Config, key: Tensor, num_seeds: int = 1, *, compile: bool | str = True,
+          callback: Any = None) -> tuple[TrainState, dict]:  # fmt: skip
+    """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program;
+    ``(state, metrics)`` as ``ppo.train``."""
+    algo = make(config)
+    return core.train(algo, key, num_seeds, compile=compile, callback=callback)  # type: ignore[arg-type]
