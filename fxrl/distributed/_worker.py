@@ -1,0 +1,127 @@
+"""The rollout worker behind ``RayCollector``: a plain class that Ray turns into an actor.
+
+A task names everything its batch depends on: the stream key, the batch index, the params
+version and, for pure envs, the collector state the batch starts from (env state, last
+observation, trajectory ids, running returns). So a task is a pure function of its
+arguments and any worker, fresh or restarted, collects the same batch from it. Host envs
+(gymnasium, ALE) keep their state in the worker; a restarted one starts them again.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from fxrl import tree
+from fxrl.collector import Collector
+from fxrl.envs.core import Env, Wrapper
+from fxrl.envs.host import HostEnv
+
+# The collector fields that carry over from one batch to the next.
+_SNAPSHOT = ("state", "_obs", "_traj", "_next_traj", "_return", "_length", "frames", "batches")
+
+
+def is_host(env: Env) -> bool:
+    """Whether ``env`` (or the env it wraps) runs outside torch (gymnasium, ALE)."""
+    while isinstance(env, Wrapper):
+        env = env.env
+    return isinstance(env, HostEnv)
+
+
+def to_numpy(params: Any) -> Any:
+    """Leaves as numpy arrays where numpy holds the dtype, so Ray reads them zero-copy."""
+
+    def conv(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.dtype not in (torch.bfloat16,) and not x.is_complex():
+            return x.detach().cpu().numpy()
+        return x
+
+    return tree.map(conv, params)
+
+
+def to_torch(params: Any) -> Any:
+    """Numpy leaves back as tensors sharing their memory (read-only in the object store:
+    policies only read params, so the copy torch would want is not needed)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "the given NumPy array is not writable"
+        return tree.map(lambda x: torch.from_numpy(x) if isinstance(x, np.ndarray) else x, params)
+
+
+class RolloutWorker:
+    """Holds one env (``make_env()``) and the policy; collects batches on request."""
+
+    def __init__(
+        self,
+        index: int,
+        make_env: Callable[[], Env],
+        policy: Callable[..., Any],
+        frames_per_batch: int,
+        num_threads: int,
+    ) -> None:
+        torch.set_num_threads(num_threads)
+        self.index, self.policy, self.frames_per_batch = index, policy, frames_per_batch
+        self.env = make_env()
+        if not isinstance(self.env, Env):
+            raise TypeError(
+                f"RayCollector: make_env() must return an fxrl env (fxrl.envs.make, batch, "
+                f"gym, atari), got {type(self.env).__name__}."
+            )
+        self.host = is_host(self.env)
+        self._version, self._params = -1, None
+        self._local: Collector | None = None  # host envs: the worker's own stream
+
+    def describe(self) -> dict[str, Any]:
+        """pid, env name and whether the env is a host env (for errors and tests)."""
+        return {"pid": os.getpid(), "env": repr(self.env), "host": self.host}
+
+    def num_envs(self) -> int:
+        """Envs stepped together by this worker's env."""
+        n = 1
+        for d in self.env.batch_shape:
+            n *= d
+        return n
+
+    def collect(self, task: dict[str, Any], params_box: list[Any]) -> dict[str, Any]:
+        """One batch for ``task``; ``params_box`` is ``[ObjectRef]`` of the task's version
+        (boxed so Ray does not fetch it when this worker already holds that version)."""
+        import ray
+
+        if task["version"] != self._version:
+            self._params = to_torch(ray.get(params_box[0]))
+            self._version = task["version"]
+        collector = self._collector(task)
+        try:
+            batch, stats = next(collector)
+        except Exception as e:
+            raise RuntimeError(
+                f"RayCollector worker {self.index} (pid {os.getpid()}): env {self.env!r} "
+                f"raised while collecting batch {task['index']}: {type(e).__name__}: {e}"
+            ) from e
+        out = {"batch": batch, "stats": stats, "pid": os.getpid()}
+        if not self.host:
+            out["snapshot"] = {f: getattr(collector, f) for f in _SNAPSHOT}
+        return out
+
+    def _collector(self, task: dict[str, Any]) -> Collector:
+        if self.host:
+            # Host env state lives here: continue the worker's stream (a restarted worker
+            # starts a new one from the task's key; documented as not bit-exact).
+            if self._local is None:
+                self._local = self._new(task)
+                self._local.batches = task["index"]
+            self._local.update(self._params)
+            return self._local
+        collector = self._new(task)
+        for field, value in (task["snapshot"] or {}).items():
+            setattr(collector, field, value)
+        return collector
+
+    def _new(self, task: dict[str, Any]) -> Collector:
+        return Collector(
+            self.env, self.policy, self._params, task["key"], self.frames_per_batch, flat=False
+        )

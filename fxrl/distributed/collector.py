@@ -1,0 +1,338 @@
+"""``RayCollector``: ``fxrl.collector`` with each env on a Ray actor, exact under worker loss.
+
+    c = RayCollector(lambda: envs.batch(envs.make("CartPole-v1"), 8), policy, params, key,
+                     num_workers=4, frames_per_batch=1024, total_frames=100_000)
+    for batch, stats in c:
+        params = learn(params, batch)
+        c.update(params)          # one ray.put; every worker reads it from the object store
+    c.close()
+
+The driver owns the schedule. Worker ``w`` plays the stream that
+``fxrl.collector(make_env(), policy, params, random.fold_in(key, w), ...)`` would play, and
+its batch ``i`` is a task ``(w, i, params version, start state)``. The driver keeps every
+task in flight; when an actor dies the task goes again to the restarted actor (or, for pure
+envs, to any live one) and, the env being pure, comes back bit for bit. Frames are counted
+from delivered batches only, so no batch is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import ray
+import torch
+from torch import Tensor
+
+from fxrl import random, tree
+from fxrl.distributed._worker import RolloutWorker, to_numpy
+from fxrl.envs.core import Env
+
+__all__ = ["RayCollector", "WorkerError"]
+
+
+class WorkerError(RuntimeError):
+    """A rollout worker failed for a reason a restart does not cure (its env raised), or
+    lost the same batch more than ``max_resubmits`` times."""
+
+
+class RayCollector:
+    """Iterator over ``(batch, stats)`` from ``num_workers`` Ray actors.
+
+    Args:
+      make_env: zero-argument callable building the worker's auto-resetting fxrl env
+        (``lambda: envs.batch(envs.make(id), n)``, ``lambda: envs.gym(id, num_envs=n)``);
+        called on each worker, so nothing unpicklable crosses the wire.
+      policy: ``policy(params, obs, key) -> action`` or ``(action, extras)``, as for
+        ``fxrl.collector``.
+      params: the policy's params (a pytree of tensors); replace them with ``update``.
+      key: worker ``w`` uses ``random.fold_in(key, w)`` as its collector key.
+      num_workers: Ray actors, one env each.
+      frames_per_batch: frames per yielded batch. Sync mode splits them evenly over the
+        workers; async mode has each worker collect whole batches.
+      total_frames: stop after this many frames (whole batches); ``None``: forever.
+      sync: True: each batch holds one part from every worker, all with the same params
+        version; False: batches are yielded as workers finish them (one task in flight
+        per worker, so the object store never fills up).
+      num_cpus: CPUs Ray reserves per worker; torch threads on the worker match it.
+      max_restarts: times Ray restarts a dead worker (``-1``: always).
+      max_resubmits: times one batch is resubmitted after its worker died.
+      timeout_s: longest wait for any batch before ``TimeoutError`` (names the workers).
+      flat: leaves ``[frames_per_batch, ...]``; ``False``: ``[T, envs, ...]``.
+    Yields:
+      ``(batch, stats)`` as ``fxrl.collector`` does. ``batch["traj_id"]`` is the worker's
+      own id times ``num_workers`` plus the worker index (unique over all workers).
+      ``stats`` adds ``params_version`` (sync: a tensor, one per worker; async: an int),
+      ``worker`` and ``index`` (which stream and batch; sync: ``index`` only),
+      ``resubmitted`` (tasks sent again because their worker died, so far).
+    """
+
+    def __init__(
+        self,
+        make_env: Callable[[], Env],
+        policy: Callable[..., Any],
+        params: Any,
+        key: Tensor,
+        num_workers: int,
+        frames_per_batch: int,
+        total_frames: int | None = None,
+        *,
+        sync: bool = True,
+        num_cpus: float = 1,
+        max_restarts: int = 3,
+        max_resubmits: int = 3,
+        timeout_s: float = 300.0,
+        flat: bool = True,
+    ) -> None:
+        _check(make_env, params, num_workers, frames_per_batch, total_frames, sync)
+        if not ray.is_initialized():
+            ray.init()
+        self.num_workers, self.sync, self.flat = num_workers, sync, flat
+        self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
+        self.max_resubmits, self.timeout_s = max_resubmits, timeout_s
+        per_worker = frames_per_batch // num_workers if sync else frames_per_batch
+        threads = max(1, int(num_cpus))
+        actor = ray.remote(RolloutWorker).options(
+            num_cpus=num_cpus, max_restarts=max_restarts, max_task_retries=0
+        )
+        self.workers = [
+            actor.remote(w, make_env, policy, per_worker, threads) for w in range(num_workers)
+        ]
+        self.info = self._get([w.describe.remote() for w in self.workers], "start")
+        self.host = self.info[0]["host"]
+        self._check_frames(per_worker)
+        self._keys = [random.fold_in(key, w) for w in range(num_workers)]
+        self._snapshots: list[Any] = [None] * num_workers
+        self._next_index = [0] * num_workers
+        self._in_flight: dict[Any, dict[str, Any]] = {}
+        self.frames = self.batches = self.resubmitted = 0
+        self.version = -1
+        self.update(params)
+
+    # ------------------------------------------------------------------ public
+
+    def update(self, params: Any) -> None:
+        """Act with ``params`` from the next submitted batch on: one ``ray.put`` (numpy
+        leaves, read zero-copy by the workers), a new version number."""
+        self._params_ref = ray.put(to_numpy(params))
+        self.version += 1
+
+    def worker_pids(self) -> list[int]:
+        """The current process id of each worker (changes when Ray restarts one)."""
+        return [self.info[self._first_alive([w])]["pid"] for w in range(len(self.workers))]
+
+    def close(self) -> None:
+        """Kill the workers (the Ray cluster itself stays up)."""
+        for w in self.workers:
+            ray.kill(w, no_restart=True)
+        self.workers, self._in_flight = [], {}
+
+    def __enter__(self) -> RayCollector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        return self
+
+    def __next__(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self._done(self.frames):
+            self._in_flight = {}
+            raise StopIteration
+        if not self.workers:
+            raise RuntimeError("RayCollector: used after close().")
+        return self._next_sync() if self.sync else self._next_async()
+
+    # ------------------------------------------------------------------ schedule
+
+    def _next_sync(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        for w in range(self.num_workers):
+            self._submit(self._task(w), w)
+        parts: dict[int, dict[str, Any]] = {}
+        while self._in_flight:
+            task, out = self._wait_one()
+            parts[task["worker"]] = out
+        outs = [parts[w] for w in range(self.num_workers)]
+        batch = tree.map(lambda *xs: torch.cat(xs, dim=1), *[o["batch"] for o in outs])
+        stats = self._stats(outs)
+        stats["params_version"] = torch.tensor([o["version"] for o in outs])
+        stats["index"] = self.batches
+        return self._deliver(batch, stats)
+
+    def _next_async(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        for w in range(self.num_workers):
+            busy = any(t["worker"] == w for t in self._in_flight.values())
+            planned = self.frames + self.frames_per_batch * len(self._in_flight)
+            if not busy and not self._done(planned):
+                self._submit(self._task(w), w)
+        task, out = self._wait_one()
+        stats = self._stats([out])
+        stats.update(params_version=out["version"], worker=task["worker"], index=task["index"])
+        return self._deliver(out["batch"], stats)
+
+    def _task(self, w: int) -> dict[str, Any]:
+        index = self._next_index[w]
+        self._next_index[w] += 1
+        snapshot = self._snapshots[w]
+        return {"worker": w, "index": index, "version": self.version, "key": self._keys[w],
+                "snapshot": snapshot, "params": self._params_ref, "attempt": 0}  # fmt: skip
+
+    def _submit(self, task: dict[str, Any], w: int) -> None:
+        ref = self.workers[w].collect.remote(task_args(task), [task["params"]])
+        self._in_flight[ref] = {**task, "on": w}
+
+    def _wait_one(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The next finished task and its result; resubmits tasks whose worker died."""
+        while True:
+            ready, _ = ray.wait(list(self._in_flight), num_returns=1, timeout=self.timeout_s)
+            if not ready:
+                waiting = sorted({t["on"] for t in self._in_flight.values()})
+                raise TimeoutError(
+                    f"RayCollector: no batch from workers {waiting} in {self.timeout_s} s "
+                    "(timeout_s); a slow env? raise timeout_s."
+                )
+            task = self._in_flight.pop(ready[0])
+            try:
+                out = ray.get(ready[0], timeout=self.timeout_s)
+            except ray.exceptions.RayActorError as e:
+                self._resubmit(task, e)
+                continue
+            except ray.exceptions.RayTaskError as e:
+                raise WorkerError(self._describe_failure(task, e)) from None
+            out["version"] = task["version"]
+            if "snapshot" in out:
+                self._snapshots[task["worker"]] = out.pop("snapshot")
+            return task, out
+
+    def _resubmit(self, task: dict[str, Any], error: Exception) -> None:
+        if task["attempt"] >= self.max_resubmits:
+            raise WorkerError(
+                f"RayCollector: batch {task['index']} of worker {task['worker']} was lost "
+                f"{task['attempt'] + 1} times (max_resubmits={self.max_resubmits}); last "
+                f"error: {error}"
+            ) from None
+        self.resubmitted += 1
+        # Pure tasks carry their start state: the first worker that answers takes it.
+        # Host env state lives on its actor: wait for Ray to restart that one.
+        w = task["on"]
+        order = (
+            [w]
+            if self.host
+            else [(w + k) % self.num_workers for k in range(1, self.num_workers + 1)]
+        )
+        self._submit({**task, "attempt": task["attempt"] + 1}, self._first_alive(order))
+
+    def _first_alive(self, order: list[int]) -> int:
+        """The first of ``order`` whose actor answers, waiting while they restart."""
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            for w in order:
+                try:
+                    self.info[w] = ray.get(
+                        self.workers[w].describe.remote(), timeout=self.timeout_s
+                    )
+                    return w
+                except ray.exceptions.RayActorError:
+                    continue
+            time.sleep(0.05)
+        raise WorkerError(
+            f"RayCollector: workers {order} did not come back within {self.timeout_s} s "
+            f"(timeout_s); max_restarts exhausted?"
+        )
+
+    def _stats(self, outs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "episode_return": torch.cat([o["stats"]["episode_return"] for o in outs]),
+            "episode_length": torch.cat([o["stats"]["episode_length"] for o in outs]),
+            "random": False,
+        }
+
+    def _deliver(self, batch: dict[str, Any], stats: dict[str, Any]) -> tuple[dict, dict]:
+        worker = stats.get("worker")
+        if worker is None:  # sync: env j of the combined batch belongs to worker j // n
+            n = batch["traj_id"].shape[1] // self.num_workers
+            worker = torch.arange(self.num_workers).repeat_interleave(n)
+        batch = {**batch, "traj_id": batch["traj_id"] * self.num_workers + worker}
+        if self.flat:
+            batch = tree.map(lambda x: x.reshape(-1, *x.shape[2:]), batch)
+        self.frames += self.frames_per_batch
+        self.batches += 1
+        stats.update(frames=self.frames, resubmitted=self.resubmitted)
+        return batch, stats
+
+    # ------------------------------------------------------------------ helpers
+
+    def _done(self, frames: int) -> bool:
+        return self.total_frames is not None and frames >= self.total_frames
+
+    def _get(self, refs: list[Any], what: str) -> list[Any]:
+        try:
+            return ray.get(refs, timeout=self.timeout_s)
+        except ray.exceptions.RayActorError as e:
+            raise WorkerError(f"RayCollector: a worker failed at {what}: {e}") from None
+
+    def _describe_failure(self, task: dict[str, Any], error: Exception) -> str:
+        w = task["on"]
+        env = self.info[w]["env"] if w < len(self.info) else "?"
+        cause = getattr(error, "cause", None) or error
+        return (
+            f"RayCollector: worker {w} (env {env}) failed on batch {task['index']} of "
+            f"stream {task['worker']}: {cause}"
+        )
+
+    def _check_frames(self, per_worker: int) -> None:
+        num_envs = _num_envs(self.workers[0])
+        if per_worker % num_envs:
+            self.close()
+            raise ValueError(
+                f"RayCollector: each worker collects {per_worker} frames per batch, not a "
+                f"multiple of its {num_envs} envs ({self.info[0]['env']}); make "
+                "frames_per_batch a multiple of num_workers x envs per worker."
+            )
+
+
+def task_args(task: dict[str, Any]) -> dict[str, Any]:
+    """What a worker needs of a task (the params ref travels boxed, separately)."""
+    return {k: task[k] for k in ("index", "version", "key", "snapshot")}
+
+
+def _num_envs(worker: Any) -> int:
+    return ray.get(worker.num_envs.remote())
+
+
+def _check(
+    make_env: Any,
+    params: Any,
+    num_workers: Any,
+    frames_per_batch: Any,
+    total_frames: Any,
+    sync: bool,
+) -> None:
+    if not callable(make_env) or isinstance(make_env, Env):
+        raise TypeError(
+            f"RayCollector: make_env must be a zero-argument callable returning an env "
+            f"(e.g. lambda: envs.batch(envs.make('CartPole-v1'), 8)), got "
+            f"{type(make_env).__name__}; envs are built on the workers."
+        )
+    if callable(params):
+        raise TypeError(
+            "RayCollector: params must be a pytree of tensors, not a callable; pass new "
+            "params with update(params)."
+        )
+    if not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(f"RayCollector: num_workers must be a positive int, got {num_workers!r}.")
+    if not isinstance(frames_per_batch, int) or frames_per_batch < 1:
+        raise ValueError(
+            f"RayCollector: frames_per_batch must be a positive int, got {frames_per_batch!r}."
+        )
+    if sync and frames_per_batch % num_workers:
+        raise ValueError(
+            f"RayCollector: frames_per_batch={frames_per_batch} does not split evenly over "
+            f"num_workers={num_workers} in sync mode; use a multiple of {num_workers}."
+        )
+    if total_frames is not None and (not isinstance(total_frames, int) or total_frames < 1):
+        raise ValueError(
+            f"RayCollector: total_frames must be a positive int or None, got {total_frames!r}."
+        )

@@ -1,0 +1,247 @@
+"""RayCollector on a local 2-CPU Ray cluster: its batches equal fxrl.collector's for the
+same keys and params, also when a worker is SIGKILLed mid-run; params versions reach every
+worker; env errors name the worker and env; nothing of Ray outlives the module."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from fxrl import envs, random
+from fxrl.collector import collector
+
+ray = pytest.importorskip("ray")
+from fxrl.distributed import RayCollector, WorkerError  # noqa: E402
+
+NUM_ENVS = 2  # per worker
+
+
+def _make_env() -> envs.Env:
+    return envs.batch(envs.make("CartPole-v1"), NUM_ENVS)
+
+
+def _pieces(sleep_s: float = 0.0):
+    """make_env and policy as local functions: cloudpickle sends them by value."""
+
+    def make_env():
+        return envs.batch(envs.make("CartPole-v1"), NUM_ENVS)
+
+    def policy(params, obs, key):
+        if sleep_s:
+            time.sleep(sleep_s)  # a slow env: batches are still in flight when we kill
+        logits = obs @ params["w"] + params["b"]
+        return random.categorical(key, logits), {"logits": logits}
+
+    return make_env, policy
+
+
+def _params(scale: float) -> dict:
+    return {"w": scale * torch.linspace(-1.0, 1.0, 8).reshape(4, 2), "b": torch.zeros(2)}
+
+
+def _ray_children() -> list[str]:
+    """Command lines of this process's descendants that belong to Ray."""
+    children: dict[int, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(pid))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "ray" in cmd or "raylet" in cmd or "gcs_server" in cmd:
+                found.append(f"{child}: {cmd[:120]}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=200 * 2**20,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    yield
+    ray.shutdown()
+
+
+def _reference_streams(make_env, policy, params, key, num_workers, frames):
+    return [
+        collector(make_env(), policy, params, random.fold_in(key, w), frames, flat=False)
+        for w in range(num_workers)
+    ]
+
+
+def _assert_part_equal(part: dict, ref: dict, worker: int, num_workers: int) -> None:
+    """``part`` [T, n, ...] from RayCollector against the local collector's batch."""
+    for k in ("obs", "action", "reward", "next_obs", "terminated", "truncated"):
+        assert torch.equal(part[k], ref[k]), k
+    assert torch.equal(part["extras"]["logits"], ref["extras"]["logits"])
+    assert torch.equal(part["traj_id"], ref["traj_id"] * num_workers + worker)
+
+
+def test_sync_batches_equal_local_collectors_and_carry_each_update_version(cluster):
+    make_env, policy = _pieces()
+    key, T = random.key(7), 40
+    frames = 2 * NUM_ENVS * T
+    refs = _reference_streams(make_env, policy, _params(1.0), key, 2, frames // 2)
+    with RayCollector(make_env, policy, _params(1.0), key, 2, frames, 4 * frames) as c:
+        for i, (batch, stats) in enumerate(c):
+            assert stats["params_version"].tolist() == [i, i]
+            assert stats["frames"] == (i + 1) * frames
+            assert batch["obs"].shape == (frames, 4)
+            unflat = {k: v.reshape(T, 2 * NUM_ENVS, *v.shape[1:]) for k, v in batch.items()
+                      if k != "extras"}  # fmt: skip
+            unflat["extras"] = {"logits": batch["extras"]["logits"].reshape(T, -1, 2)}
+            for w, ref in enumerate(refs):
+                ref_batch, _ = next(ref)
+                cut = slice(w * NUM_ENVS, (w + 1) * NUM_ENVS)
+                _assert_part_equal({k: v[:, cut] for k, v in unflat.items() if k != "extras"}
+                                   | {"extras": {"logits": unflat["extras"]["logits"][:, cut]}},
+                                   ref_batch, w, 2)  # fmt: skip
+            # new params for the next batch, here and in the reference
+            c.update(_params(1.0 + 0.5 * (i + 1)))
+            for ref in refs:
+                ref.update(_params(1.0 + 0.5 * (i + 1)))
+        assert i == 3 and c.frames == 4 * frames
+
+
+def _run_async_with_kill(c, pids_before, kill_after: int) -> list:
+    got = []
+    for n, (batch, stats) in enumerate(c):
+        got.append((stats["worker"], stats["index"], batch, stats))
+        if n == kill_after:
+            os.kill(pids_before[0], signal.SIGKILL)
+    return got
+
+
+def test_sigkill_of_a_worker_mid_run_loses_and_duplicates_no_batch(cluster):
+    make_env, policy = _pieces(sleep_s=0.01)
+    key, T, batches = random.key(11), 20, 8
+    frames = NUM_ENVS * T
+    with RayCollector(
+        make_env, policy, _params(1.0), key, 2, frames, batches * frames, sync=False
+    ) as c:
+        pids = c.worker_pids()
+        got = _run_async_with_kill(c, pids, kill_after=0)
+        assert c.resubmitted >= 1  # worker 0's batch was in flight when it died
+        assert c.worker_pids()[0] != pids[0]  # Ray restarted it
+        assert c.frames == batches * frames
+    seen = sorted((w, i) for w, i, _, _ in got)
+    assert len(seen) == batches and len(set(seen)) == batches  # every batch exactly once
+    refs = _reference_streams(make_env, policy, _params(1.0), key, 2, frames)
+    for w in range(2):
+        mine = sorted((i, b) for ww, i, b, _ in got if ww == w)
+        assert [i for i, _ in mine] == list(range(len(mine)))
+        for _, batch in mine:
+            ref_batch, _ = next(refs[w])
+            unflat = {k: v.reshape(T, NUM_ENVS, *v.shape[1:]) for k, v in batch.items()
+                      if k != "extras"}  # fmt: skip
+            unflat["extras"] = {"logits": batch["extras"]["logits"].reshape(T, NUM_ENVS, 2)}
+            _assert_part_equal(unflat, ref_batch, w, 2)
+
+
+def test_sigkill_during_a_sync_batch_gives_the_same_batches(cluster):
+    make_env, policy = _pieces(sleep_s=0.01)
+    key, T = random.key(5), 20
+    frames = 2 * NUM_ENVS * T
+    with RayCollector(make_env, policy, _params(2.0), key, 2, frames, 3 * frames) as c:
+        pid = c.worker_pids()[1]
+        first = next(c)[0]
+        killer = threading.Timer(0.1, os.kill, (pid, signal.SIGKILL))
+        killer.start()  # worker 1 dies while the second batch is being collected
+        rest = [b for b, _ in c]
+        killer.join()
+        assert c.resubmitted >= 1 and c.frames == 3 * frames
+    with RayCollector(make_env, policy, _params(2.0), key, 2, frames, 3 * frames) as clean:
+        expected = [b for b, _ in clean]
+    for got, want in zip([first, *rest], expected, strict=True):
+        for k in ("obs", "action", "reward", "next_obs", "terminated", "traj_id"):
+            assert torch.equal(got[k], want[k]), k
+
+
+def test_an_env_that_raises_gives_an_error_naming_the_worker_and_env(cluster):
+    def make_env():
+        class Exploding(envs.core.Wrapper):
+            def reset(self, key, params=None):
+                return self.env.reset(key, params)
+
+            def step(self, state, action):
+                raise FloatingPointError("pole fell through the floor")
+
+        return Exploding(envs.batch(envs.make("CartPole-v1"), NUM_ENVS))
+
+    _, policy = _pieces()
+    c = RayCollector(make_env, policy, _params(1.0), random.key(0), 2, 8, timeout_s=60)
+    start = time.perf_counter()
+    with pytest.raises(WorkerError, match=r"worker \d \(env exploding\(batch\(.*pole fell"):
+        next(c)
+    assert time.perf_counter() - start < 60
+    c.close()
+
+
+def test_bad_arguments_are_named_before_any_worker_starts():
+    make_env, policy = _pieces()
+    with pytest.raises(ValueError, match=r"frames_per_batch=9 does not split evenly over "):
+        RayCollector(make_env, policy, _params(1.0), random.key(0), 2, 9)
+    with pytest.raises(TypeError, match=r"make_env must be a zero-argument callable"):
+        RayCollector(make_env(), policy, _params(1.0), random.key(0), 2, 8)
+    with pytest.raises(ValueError, match=r"num_workers must be a positive int, got 0"):
+        RayCollector(make_env, policy, _params(1.0), random.key(0), 0, 8)
+
+
+def test_frames_per_batch_not_a_multiple_of_the_envs_is_refused(cluster):
+    make_env, policy = _pieces()
+    with pytest.raises(ValueError, match=r"each worker collects 3 frames per batch, not a"):
+        RayCollector(make_env, policy, _params(1.0), random.key(0), 2, 6)
+
+
+def test_importing_fxrl_does_not_import_ray_and_missing_ray_names_the_extra():
+    code = (
+        "import sys, fxrl; assert 'ray' not in sys.modules, 'fxrl imported ray'\n"
+        "sys.modules['ray'] = None\n"
+        "try:\n    import fxrl.distributed\nexcept ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "pip install fxrl[ray]" in out.stdout
+
+
+def test_close_and_shutdown_leave_no_ray_processes(cluster):
+    make_env, policy = _pieces()
+    c = RayCollector(make_env, policy, _params(1.0), random.key(0), 2, 8, 8)
+    pids = c.worker_pids()
+    list(c)
+    c.close()
+    ray.shutdown()
+    deadline = time.monotonic() + 30
+    while (_ray_children() or any(_alive(p) for p in pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids)
+    assert _ray_children() == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
