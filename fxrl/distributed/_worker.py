@@ -10,6 +10,7 @@ arguments and any worker, fresh or restarted, collects the same batch from it. H
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,13 @@ def is_host(env: Env) -> bool:
     while isinstance(env, Wrapper):
         env = env.env
     return isinstance(env, HostEnv)
+
+
+def callable_name(fn: Any) -> str:
+    """``fn``'s qualified name for error messages (``make_env`` closures included)."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module else name
 
 
 def to_numpy(params: Any) -> Any:
@@ -62,29 +70,68 @@ class RolloutWorker:
         policy: Callable[..., Any],
         frames_per_batch: int,
         num_threads: int,
+        compile: bool = False,
     ) -> None:
         torch.set_num_threads(num_threads)
         self.index, self.policy, self.frames_per_batch = index, policy, frames_per_batch
-        self.env = make_env()
+        name = callable_name(make_env)
+        try:
+            self.env = make_env()
+        except Exception as e:
+            raise RuntimeError(
+                f"RayCollector worker {index}: make_env {name} raised {type(e).__name__}: {e}"
+            ) from e
         if not isinstance(self.env, Env):
             raise TypeError(
-                f"RayCollector: make_env() must return an fxrl env (fxrl.envs.make, batch, "
-                f"gym, atari), got {type(self.env).__name__}."
+                f"RayCollector worker {index}: make_env {name} must return an fxrl env "
+                f"(fxrl.envs.make, batch, gym, atari), got {type(self.env).__name__}."
             )
         self.host = is_host(self.env)
+        self.compile_s = 0.0
+        self.compile_cache: dict[str, int] = {}
+        if compile and not self.host:
+            self._compile_step()
         self._version, self._params = -1, None
         self._local: Collector | None = None  # host envs: the worker's own stream
 
-    def describe(self) -> dict[str, Any]:
-        """pid, env name and whether the env is a host env (for errors and tests)."""
-        return {"pid": os.getpid(), "env": repr(self.env), "host": self.host}
+    def _compile_step(self) -> None:
+        """Replace this worker's ``env.step`` by ``fxrl.compile(env.step)``, compiled now
+        on a reset state (``reset`` and ``step`` give the same shapes and strides, so the
+        collector's calls find this program).
 
-    def num_envs(self) -> int:
-        """Envs stepped together by this worker's env."""
-        n = 1
-        for d in self.env.batch_shape:
-            n *= d
-        return n
+        Inductor's FX graph cache needs a shape env in a tracing context, which
+        ``fxrl.compile`` does not open; opened here, a restarted worker (or another on
+        the same machine) loads the compiled graph from the on-disk cache instead of
+        generating it again."""
+        from torch._dynamo.utils import counters
+        from torch._guards import TracingContext, tracing
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        from fxrl import random
+        from fxrl.compile import compile as fxrl_compile
+
+        start = time.perf_counter()
+        step = fxrl_compile(self.env.step)
+        k_reset, k_action = random.split(random.key(0)).unbind(0)
+        state, _ = self.env.reset(k_reset)
+        action = self.env.action_spec.sample(k_action, tuple(self.env.batch_shape))
+        with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
+            step(state, action)
+        self.env.step = step  # type: ignore[method-assign]
+        self.compile_s = time.perf_counter() - start
+        self.compile_cache = {k: v for k, v in counters["inductor"].items() if "cache" in k}
+
+    def describe(self) -> dict[str, Any]:
+        """pid, env name, its batch shape and whether it is a host env."""
+        return {
+            "pid": os.getpid(),
+            "env": repr(self.env),
+            "host": self.host,
+            "batch_shape": tuple(self.env.batch_shape),
+            "compile_s": self.compile_s,
+            "compile_cache": self.compile_cache,
+        }
 
     def collect(self, task: dict[str, Any], params_box: list[Any]) -> dict[str, Any]:
         """One batch for ``task``; ``params_box`` is ``[ObjectRef]`` of the task's version

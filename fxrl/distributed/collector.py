@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from fxrl import random, tree
-from fxrl.distributed._worker import RolloutWorker, to_numpy
+from fxrl.distributed._worker import RolloutWorker, callable_name, to_numpy
 from fxrl.envs.core import Env
 
 __all__ = ["RayCollector", "WorkerError"]
@@ -60,6 +60,11 @@ class RayCollector:
       max_resubmits: times one batch is resubmitted after its worker died.
       timeout_s: longest wait for any batch before ``TimeoutError`` (names the workers).
       flat: leaves ``[frames_per_batch, ...]``; ``False``: ``[T, envs, ...]``.
+      compile: pure envs step with ``fxrl.compile(env.step)`` on the workers, compiled
+        when the worker starts (pays from a few thousand steps per worker on). A
+        restarted worker loads the graph from inductor's on-disk FX graph cache
+        (``info[w]["compile_cache"]``, ``info[w]["compile_s"]``). Compiled float code
+        may differ from eager by an ulp: compare compiled batches with compiled ones.
     Yields:
       ``(batch, stats)`` as ``fxrl.collector`` does. ``batch["traj_id"]`` is the worker's
       own id times ``num_workers`` plus the worker index (unique over all workers).
@@ -84,6 +89,7 @@ class RayCollector:
         max_resubmits: int = 3,
         timeout_s: float = 300.0,
         flat: bool = True,
+        compile: bool = False,
     ) -> None:
         _check(make_env, params, num_workers, frames_per_batch, total_frames, sync)
         if not ray.is_initialized():
@@ -97,10 +103,13 @@ class RayCollector:
             num_cpus=num_cpus, max_restarts=max_restarts, max_task_retries=0
         )
         self.workers = [
-            actor.remote(w, make_env, policy, per_worker, threads) for w in range(num_workers)
+            actor.remote(w, make_env, policy, per_worker, threads, compile)
+            for w in range(num_workers)
         ]
-        self.info = self._get([w.describe.remote() for w in self.workers], "start")
+        self._suspect: set[int] = set()  # workers whose last task died: check before use
+        self.info = self._start(make_env)
         self.host = self.info[0]["host"]
+        self.batch_shape = self.info[0]["batch_shape"]
         self._check_frames(per_worker)
         self._keys = [random.fold_in(key, w) for w in range(num_workers)]
         self._snapshots: list[Any] = [None] * num_workers
@@ -155,7 +164,9 @@ class RayCollector:
             task, out = self._wait_one()
             parts[task["worker"]] = out
         outs = [parts[w] for w in range(self.num_workers)]
-        batch = tree.map(lambda *xs: torch.cat(xs, dim=1), *[o["batch"] for o in outs])
+        # [T, *batch_shape, ...] -> [T, envs, ...] (an unbatched env too), then side by side
+        parts_ = [self._env_dim(o["batch"]) for o in outs]
+        batch = tree.map(lambda *xs: torch.cat(xs, dim=1), *parts_)
         stats = self._stats(outs)
         stats["params_version"] = torch.tensor([o["version"] for o in outs])
         stats["index"] = self.batches
@@ -180,6 +191,10 @@ class RayCollector:
                 "snapshot": snapshot, "params": self._params_ref, "attempt": 0}  # fmt: skip
 
     def _submit(self, task: dict[str, Any], w: int) -> None:
+        if w in self._suspect:
+            # A task submitted to a restarting actor fails at once (max_task_retries=0):
+            # wait until this one answers, so a restart does not use up max_resubmits.
+            self._first_alive([w])
         ref = self.workers[w].collect.remote(task_args(task), [task["params"]])
         self._in_flight[ref] = {**task, "on": w}
 
@@ -197,6 +212,7 @@ class RayCollector:
             try:
                 out = ray.get(ready[0], timeout=self.timeout_s)
             except ray.exceptions.RayActorError as e:
+                self._suspect.add(task["on"])
                 self._resubmit(task, e)
                 continue
             except ray.exceptions.RayTaskError as e:
@@ -233,6 +249,7 @@ class RayCollector:
                     self.info[w] = ray.get(
                         self.workers[w].describe.remote(), timeout=self.timeout_s
                     )
+                    self._suspect.discard(w)
                     return w
                 except ray.exceptions.RayActorError:
                     continue
@@ -255,8 +272,9 @@ class RayCollector:
             n = batch["traj_id"].shape[1] // self.num_workers
             worker = torch.arange(self.num_workers).repeat_interleave(n)
         batch = {**batch, "traj_id": batch["traj_id"] * self.num_workers + worker}
-        if self.flat:
-            batch = tree.map(lambda x: x.reshape(-1, *x.shape[2:]), batch)
+        if self.flat:  # sync batches are [T, envs, ...] already
+            by_env = batch if self.sync else self._env_dim(batch)
+            batch = tree.map(lambda x: x.reshape(-1, *x.shape[2:]), by_env)
         self.frames += self.frames_per_batch
         self.batches += 1
         stats.update(frames=self.frames, resubmitted=self.resubmitted)
@@ -267,11 +285,38 @@ class RayCollector:
     def _done(self, frames: int) -> bool:
         return self.total_frames is not None and frames >= self.total_frames
 
-    def _get(self, refs: list[Any], what: str) -> list[Any]:
-        try:
-            return ray.get(refs, timeout=self.timeout_s)
-        except ray.exceptions.RayActorError as e:
-            raise WorkerError(f"RayCollector: a worker failed at {what}: {e}") from None
+    def _env_dim(self, batch: Any) -> Any:
+        """A worker's leaves ``[T, *batch_shape, ...]`` as ``[T, envs, ...]`` (an
+        unbatched env: ``[T, 1, ...]``)."""
+        n, k = self._num_envs(), len(self.batch_shape)
+        return tree.map(lambda x: x.reshape(x.shape[0], n, *x.shape[1 + k :]), batch)
+
+    def _num_envs(self) -> int:
+        n = 1
+        for d in self.batch_shape:
+            n *= d
+        return n
+
+    def _start(self, make_env: Callable[[], Env]) -> list[dict[str, Any]]:
+        """Each worker's ``describe()``; a worker whose ``make_env`` failed is named."""
+        info = []
+        for w, worker in enumerate(self.workers):
+            try:
+                info.append(ray.get(worker.describe.remote(), timeout=self.timeout_s))
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
+                self.close()
+                raise WorkerError(
+                    f"RayCollector: worker {w} did not start: "
+                    f"{_start_failure(e, callable_name(make_env))}"
+                ) from None
+        shapes = {i["batch_shape"] for i in info}
+        if len(shapes) > 1:
+            self.close()
+            raise ValueError(
+                f"RayCollector: make_env built envs of batch shapes {sorted(shapes)} on "
+                "different workers; every worker must build the same env."
+            )
+        return info
 
     def _describe_failure(self, task: dict[str, Any], error: Exception) -> str:
         w = task["on"]
@@ -283,7 +328,7 @@ class RayCollector:
         )
 
     def _check_frames(self, per_worker: int) -> None:
-        num_envs = _num_envs(self.workers[0])
+        num_envs = self._num_envs()
         if per_worker % num_envs:
             self.close()
             raise ValueError(
@@ -298,8 +343,14 @@ def task_args(task: dict[str, Any]) -> dict[str, Any]:
     return {k: task[k] for k in ("index", "version", "key", "snapshot")}
 
 
-def _num_envs(worker: Any) -> int:
-    return ray.get(worker.num_envs.remote())
+def _start_failure(error: Exception, make_env: str) -> str:
+    """What the worker's own ``__init__`` said (``make_env NAME raised ...``), found in
+    Ray's wrapped error text; else the first line of Ray's error."""
+    for line in reversed(str(error).splitlines()):
+        if "RayCollector worker " in line and ": make_env " in line:
+            return line[line.index("make_env ") :].strip()
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return f"make_env {make_env}: {first}"
 
 
 def _check(

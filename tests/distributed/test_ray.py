@@ -245,3 +245,109 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _unflatten(batch: dict, T: int, n: int) -> dict:
+    out = {k: v.reshape(T, n, *v.shape[1:]) for k, v in batch.items() if k != "extras"}
+    out["extras"] = {"logits": batch["extras"]["logits"].reshape(T, n, 2)}
+    return out
+
+
+def test_an_unbatched_env_gives_the_local_collectors_batches_in_both_modes(cluster):
+    def make_env():
+        return envs.make("CartPole-v1")  # batch_shape (): one env per worker
+
+    _, policy = _pieces()
+    key, T = random.key(3), 12
+    for sync in (True, False):
+        frames = 2 * T if sync else T
+        per_worker = frames // 2 if sync else frames
+        refs = _reference_streams(make_env, policy, _params(1.0), key, 2, per_worker)
+        got = {}
+        with RayCollector(make_env, policy, _params(1.0), key, 2, frames, 4 * frames,
+                          sync=sync) as c:  # fmt: skip
+            for batch, stats in c:
+                assert batch["obs"].shape == (frames, 4)
+                if sync:
+                    parts = _unflatten(batch, T, 2)  # [T, worker, ...]
+                    for w in range(2):
+                        got[(w, stats["index"])] = {
+                            k: v[:, w] if k != "extras" else {"logits": v["logits"][:, w]}
+                            for k, v in parts.items()
+                        }
+                else:
+                    part = _unflatten(batch, T, 1)
+                    got[(stats["worker"], stats["index"])] = {
+                        k: v[:, 0] if k != "extras" else {"logits": v["logits"][:, 0]}
+                        for k, v in part.items()
+                    }
+        assert len(got) == 4 * frames // per_worker
+        for w in range(2):
+            for i in range(len(got) // 2):
+                ref_batch, _ = next(refs[w])
+                _assert_part_equal(got[(w, i)], ref_batch, w, 2)
+
+
+def test_a_make_env_that_raises_at_start_names_the_worker_and_make_env(cluster):
+    def make_broken_env():
+        raise OSError("no ROM for Pong here")
+
+    _, policy = _pieces()
+    start = time.perf_counter()
+    with pytest.raises(WorkerError, match=r"worker 0 did not start: make_env .*make_broken_env "
+                       r"raised OSError: no ROM for Pong here"):  # fmt: skip
+        RayCollector(make_broken_env, policy, _params(1.0), random.key(0), 2, 8, timeout_s=60)
+    assert time.perf_counter() - start < 60
+
+
+def test_host_env_workers_killed_twice_with_max_resubmits_one_lose_no_batch(cluster):
+    def make_env():
+        return envs.gym("CartPole-v1", num_envs=NUM_ENVS)
+
+    def policy(params, obs, key):
+        time.sleep(0.01)
+        return random.categorical(key, obs @ params["w"] + params["b"])
+
+    T, batches = 10, 10
+    frames = NUM_ENVS * T
+    with RayCollector(make_env, policy, _params(1.0), random.key(2), 2, frames,
+                      batches * frames, sync=False, max_resubmits=1) as c:  # fmt: skip
+        seen, kills = [], 0
+        for batch, stats in c:
+            seen.append((stats["worker"], stats["index"]))
+            assert batch["obs"].shape == (frames, 4)
+            if stats["worker"] == 0 and kills < 2:
+                # worker 0's next task goes to it while Ray restarts it (after the second
+                # kill: a restarted worker dies again)
+                os.kill(c.worker_pids()[0], signal.SIGKILL)
+                kills += 1
+        assert kills == 2 and c.resubmitted >= 1
+        assert c.frames == batches * frames
+    assert len(seen) == batches and len(set(seen)) == batches
+    for w in range(2):
+        mine = sorted(i for ww, i in seen if ww == w)
+        assert mine == list(range(len(mine)))
+
+
+def test_compiled_workers_equal_a_compiled_local_collector_and_restart_from_the_cache(cluster):
+    import fxrl
+
+    make_env, policy = _pieces()
+    key, T = random.key(9), 16
+    frames = NUM_ENVS * T
+    with RayCollector(make_env, policy, _params(1.0), key, 1, frames, 3 * frames,
+                      sync=False, compile=True, timeout_s=600) as c:  # fmt: skip
+        first = next(c)[0]
+        os.kill(c.worker_pids()[0], signal.SIGKILL)
+        rest = [b for b, _ in c]
+        restarted = c.info[0]
+        assert c.resubmitted >= 1
+    # the restarted worker compiled again from inductor's on-disk graph cache
+    assert restarted["compile_cache"].get("fxgraph_cache_hit", 0) >= 1, restarted
+    assert restarted["compile_cache"].get("fxgraph_cache_miss", 0) == 0, restarted
+    env = make_env()
+    env.step = fxrl.compile(env.step)
+    ref = collector(env, policy, _params(1.0), random.fold_in(key, 0), frames, flat=False)
+    for batch in [first, *rest]:
+        ref_batch, _ = next(ref)
+        _assert_part_equal(_unflatten(batch, T, NUM_ENVS), ref_batch, 0, 1)
