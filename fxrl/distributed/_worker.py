@@ -138,9 +138,11 @@ class RolloutWorker:
         (boxed so Ray does not fetch it when this worker already holds that version)."""
         import ray
 
+        fetch_s = 0.0
         if task["version"] != self._version:
+            start = time.perf_counter()
             self._params = to_torch(ray.get(params_box[0]))
-            self._version = task["version"]
+            self._version, fetch_s = task["version"], time.perf_counter() - start
         collector = self._collector(task)
         try:
             batch, stats = next(collector)
@@ -149,7 +151,7 @@ class RolloutWorker:
                 f"RayCollector worker {self.index} (pid {os.getpid()}): env {self.env!r} "
                 f"raised while collecting batch {task['index']}: {type(e).__name__}: {e}"
             ) from e
-        out = {"batch": batch, "stats": stats, "pid": os.getpid()}
+        out = {"batch": batch, "stats": stats, "pid": os.getpid(), "fetch_s": fetch_s}
         if not self.host:
             out["snapshot"] = {f: getattr(collector, f) for f in _SNAPSHOT}
         return out

@@ -70,7 +70,9 @@ class RayCollector:
       own id times ``num_workers`` plus the worker index (unique over all workers).
       ``stats`` adds ``params_version`` (sync: a tensor, one per worker; async: an int),
       ``worker`` and ``index`` (which stream and batch; sync: ``index`` only),
-      ``resubmitted`` (tasks sent again because their worker died, so far).
+      ``resubmitted`` (tasks sent again because their worker died, so far) and
+      ``params_fetch_s`` (seconds each worker spent reading new params from the object
+      store before the batch; 0 where it held them already).
     """
 
     def __init__(
@@ -181,6 +183,7 @@ class RayCollector:
         task, out = self._wait_one()
         stats = self._stats([out])
         stats.update(params_version=out["version"], worker=task["worker"], index=task["index"])
+        stats["params_fetch_s"] = float(out["fetch_s"])
         return self._deliver(out["batch"], stats)
 
     def _task(self, w: int) -> dict[str, Any]:
@@ -264,6 +267,7 @@ class RayCollector:
             "episode_return": torch.cat([o["stats"]["episode_return"] for o in outs]),
             "episode_length": torch.cat([o["stats"]["episode_length"] for o in outs]),
             "random": False,
+            "params_fetch_s": torch.tensor([o["fetch_s"] for o in outs], dtype=torch.float64),
         }
 
     def _deliver(self, batch: dict[str, Any], stats: dict[str, Any]) -> tuple[dict, dict]:

@@ -106,6 +106,7 @@ def test_sync_batches_equal_local_collectors_and_carry_each_update_version(clust
     with RayCollector(make_env, policy, _params(1.0), key, 2, frames, 4 * frames) as c:
         for i, (batch, stats) in enumerate(c):
             assert stats["params_version"].tolist() == [i, i]
+            assert bool((stats["params_fetch_s"] > 0).all())  # a new version on each worker
             assert stats["frames"] == (i + 1) * frames
             assert batch["obs"].shape == (frames, 4)
             unflat = {k: v.reshape(T, 2 * NUM_ENVS, *v.shape[1:]) for k, v in batch.items()
@@ -268,6 +269,8 @@ def test_an_unbatched_env_gives_the_local_collectors_batches_in_both_modes(clust
                           sync=sync) as c:  # fmt: skip
             for batch, stats in c:
                 assert batch["obs"].shape == (frames, 4)
+                # no update: a worker reads the params once, for its first batch
+                assert (torch.as_tensor(stats["params_fetch_s"]) > 0).any() == (stats["index"] == 0)
                 if sync:
                     parts = _unflatten(batch, T, 2)  # [T, worker, ...]
                     for w in range(2):
