@@ -109,6 +109,12 @@ def maml_loss(
       loss []: differentiable in ``params`` through the inner steps (second order unless
       ``first_order``).
     """
+    sizes = {x.shape[0] if x.ndim else None for x in tree.leaves(batches)}
+    if len(sizes) != 1 or not next(iter(sizes)):
+        raise ValueError(
+            f"maml_loss: batches' leaves have leading dims {sorted(sizes, key=str)}; expected "
+            "one shared leading dim [num_steps + 1] >= 1, as collect_adaptation stacks them."
+        )
     inner = tree.map(lambda x: x[:-1], batches)
     adapted = adapt(loss_fn, params, inner, lr=lr, first_order=first_order)
     return loss_fn(adapted, tree.map(lambda x: x[-1], batches))

@@ -187,3 +187,12 @@ def test_collect_adaptation_rejects_bad_step_sizes_and_counts(lr, num_steps, mat
 def test_adapt_rejects_a_non_positive_step_size():
     with pytest.raises(ValueError, match=r"adapt: lr must be a positive number"):
         maml.adapt(_loss_fn, _params(), _batches(0, 1), lr=-0.1)
+
+
+def test_maml_loss_rejects_batches_without_a_shared_leading_dim():
+    with pytest.raises(ValueError, match=r"leading dims \[0\]; expected one shared leading dim"):
+        maml.maml_loss(_loss_fn, _params(), _batches(0, 0), lr=0.1)
+    ragged = _batches(0, 2)
+    ragged["advantage"] = ragged["advantage"][:1]
+    with pytest.raises(ValueError, match=r"leading dims \[1, 2\]"):
+        maml.maml_loss(_loss_fn, _params(), ragged, lr=0.1)
