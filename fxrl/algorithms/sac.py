@@ -36,7 +36,7 @@ from fxrl import buffers, distributions, envs, nn, objectives, optim, random, sp
 from fxrl.algorithms import core
 from fxrl.algorithms.core import Algorithm, check_config
 
-__all__ = ["Config", "TrainState", "make", "make_offpolicy", "train"]
+__all__ = ["Config", "TrainState", "make", "make_offpolicy", "train", "train_host"]
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # the actor's log-std range (CleanRL's, SB3's is -20..2)
 
@@ -186,7 +186,8 @@ def make_offpolicy(
         unchanged. The batch is drawn outside ``learn`` (eagerly in the staged form:
         ``buffers.sample``'s emptiness check reads the buffer size as a Python int).
     Returns:
-      ``update(state) -> (state, metrics)`` with ``update.staged(num_seeds, compile)``.
+      ``update(state) -> (state, metrics)`` with ``update.staged(num_seeds, compile)``
+      and ``update.learn`` (the ``learn`` piece, which ``train_host`` drives).
     """
     steps_per_update = config.num_envs * config.rollout_steps
 
@@ -262,6 +263,7 @@ def make_offpolicy(
 
     update = build(identity, identity, scan_loop)
     update.staged = staged  # type: ignore[attr-defined]
+    update.learn = learn  # type: ignore[attr-defined]  # the gradient half, for train_host
     return update
 
 
@@ -356,3 +358,77 @@ def train(config: Config, key: Tensor, num_seeds: int = 1, *, compile: bool | st
     a backend name, or False (eager).
     """
     return core.train(make(config), key, num_seeds, compile=compile, callback=callback)
+
+
+def train_host(
+    algo: Algorithm,
+    env: envs.Env,
+    key: Tensor,
+    total_steps: int | None = None,
+    *,
+    callback: Callable[[int, dict], None] | None = None,
+) -> tuple[TrainState, list[dict]]:
+    """Train SAC or TD3 on a host env (gymnasium, through ``fxrl.collector``).
+
+    A host env cannot live in the pure TrainState, so the collect half is
+    ``fxrl.collector`` (uniform random actions for the first ``learning_starts`` frames,
+    then ``algo.policy(params, obs, key, mode="random")``) and the learn half is the very
+    ``learn`` step ``algo.update`` takes: per batch of ``num_envs * rollout_steps``
+    frames, ``gradient_steps`` steps on batches drawn uniformly from the replay buffer.
+
+        algo = sac.make(sac.Config(env="Pendulum-v1", num_envs=4))
+        state, history = sac.train_host(algo, envs.gym("Pendulum-v1", num_envs=4), key)
+
+    Args:
+      algo: ``sac.make(...)`` or ``td3.make(...)``; its config sets the budget and sizes.
+      env: an auto-resetting env with ``config.num_envs`` envs (``envs.gym(id, num_envs=N)``).
+      total_steps: frames to collect; default ``config.total_steps``.
+      callback: ``callback(i, metrics)`` after each batch.
+    Returns:
+      ``(state, history)``: a TrainState whose params, targets, optimizer states, buffer
+      and counters are trained (its ``env_state``/``obs`` are the unused pure env's), and
+      per batch ``{"steps", "gradient_steps", "episode_return" [E], losses...}``.
+    """
+    from fxrl.collector import collector
+
+    config = algo.config
+    learn = getattr(algo.update, "learn", None)
+    if learn is None or not isinstance(algo, Algorithm):
+        raise TypeError(f"train_host: expected sac.make(...) or td3.make(...), got {algo!r:.80}.")
+    if env.batch_shape != (config.num_envs,):
+        raise ValueError(
+            f"train_host: env has batch shape {tuple(env.batch_shape)}; the config expects "
+            f"({config.num_envs},). Use fxrl.envs.gym({config.env!r}, num_envs={config.num_envs})."
+        )
+    total = config.total_steps if total_steps is None else total_steps
+    k_init, k_collect, k_learn = random.split(key, 3).unbind(-2)
+    state = algo.init(k_init)
+    learner = (state.params, state.target_params, state.opt_state, state.gradient_steps)
+    buffer = state.buffer
+    batches = collector(
+        env, lambda p, obs, k: algo.policy(p, obs, k, mode="random"), lambda: learner[0],
+        k_collect, config.num_envs * config.rollout_steps, total, config.learning_starts,
+    )  # fmt: skip
+    fields = ("obs", "action", "reward", "next_obs", "terminated")
+    history = []
+    for i, (batch, stats) in enumerate(batches):
+        # collect (the collector), add, then learn exactly as algo.update does
+        buffer = buffers.add(buffer, {f: batch[f] for f in fields})
+        learning = torch.tensor(stats["frames"] >= config.learning_starts)
+        metrics: dict[str, Any] = {}
+        for k in random.split(random.fold_in(k_learn, i), config.gradient_steps).unbind(-2):
+            k_sample, k_step = _split(k, 2)
+            sampled, _ = buffers.sample(buffer, k_sample, config.batch_size)
+            learner, metrics = learn(learner, sampled, k_step, learning)
+        metrics = {k: v.float().mean() if bool(learning) else torch.tensor(float("nan"))
+                   for k, v in metrics.items()}  # fmt: skip
+        metrics.update(steps=stats["frames"], gradient_steps=int(learner[3]),
+                       episode_return=stats["episode_return"])  # fmt: skip
+        history.append(metrics)
+        if callback is not None:
+            callback(i, metrics)
+    params, target, opt_state, count = learner
+    steps = torch.tensor(batches.frames)
+    state = state.replace(params=params, target_params=target, opt_state=opt_state,
+                          buffer=buffer, steps=steps, gradient_steps=count)  # fmt: skip
+    return state, history

@@ -12,7 +12,8 @@ critics (a 2-member ensemble) trained every step on the clipped double-Q target 
 target policy smoothing; the actor, and both targets (``soft_update``), only every
 ``policy_delay``-th gradient step, chosen with ``torch.where`` on the step count so that
 one graph serves every step under vmap and compile. The collect / add / learn skeleton
-(and its staged, compiled form) is ``sac.make_offpolicy``; the TrainState is SAC's.
+(and its staged, compiled form) is ``sac.make_offpolicy``; the TrainState is SAC's, and
+so is ``train_host`` (gymnasium envs through ``fxrl.collector``).
 
 Noise scales (``exploration_noise``, ``policy_noise``, ``noise_clip``) are in units of the
 action Box's half-width, as in the paper (whose actions are in [-1, 1]): on Pendulum-v1
@@ -38,10 +39,11 @@ from fxrl.algorithms.sac import (
     critic_model,
     init_state,
     make_offpolicy,
+    train_host,
     twin_init,
 )
 
-__all__ = ["Config", "TrainState", "make", "train"]
+__all__ = ["Config", "TrainState", "make", "train", "train_host"]
 
 
 @dataclasses.dataclass(frozen=True)

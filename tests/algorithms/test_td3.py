@@ -1,0 +1,205 @@
+"""TD3: config errors, exploration noise, target policy smoothing (reproduced by hand from
+the update's own keys), delayed actor and target updates, vmapped seeds = separate runs,
+and learning Pendulum on a small budget."""
+
+import math
+
+import pytest
+import torch
+
+from fxrl import buffers, nn, random, tree
+from fxrl.algorithms import core, td3
+from fxrl.algorithms.sac import _split
+from fxrl.testing import assert_trees_close
+
+# Tiny but complete: the first update is random actions only, learning starts at the second.
+SMALL = {"num_envs": 2, "rollout_steps": 2, "gradient_steps": 1, "buffer_size": 64,
+         "batch_size": 8, "learning_starts": 8, "hidden": (16, 16)}  # fmt: skip
+
+
+def _run(update, state, n):
+    history = []
+    for _ in range(n):
+        state, m = update(state)
+        history.append(m)
+    return state, tree.stack(history)
+
+
+def test_config_defaults_suit_pendulum():
+    c = td3.Config()
+    assert (c.env, c.total_steps, c.batch_size, c.hidden, c.tau, c.policy_delay) == (
+        "Pendulum-v1", 20_000, 256, (256, 256), 0.005, 2)  # fmt: skip
+    assert (c.exploration_noise, c.policy_noise, c.noise_clip) == (0.1, 0.2, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [("policy_delay", 0, "positive int"), ("exploration_noise", -0.1, ">= 0"),
+     ("policy_noise", -1.0, ">= 0"), ("noise_clip", -0.5, ">= 0"), ("tau", 1.5, r"\(0, 1\]"),
+     ("gamma", -0.1, r"\[0, 1\]"), ("critic_lr", 0.0, "positive number"),
+     ("learning_starts", 1.5, "int >= 0"), ("hidden", (64, 0), "non-empty tuple")],
+)  # fmt: skip
+def test_config_rejects_bad_values_naming_field_value_and_what_is_allowed(field, value, allowed):
+    with pytest.raises(
+        ValueError, match=rf"td3.Config: {field}=.* not allowed; expected .*{allowed}"
+    ):
+        td3.Config(**{field: value})
+
+
+def test_make_rejects_a_discrete_action_env_and_a_foreign_config():
+    with pytest.raises(ValueError, match=r"td3.Config: env='Acrobot-v1'.*Box.*dqn or ppo"):
+        td3.make(td3.Config(env="Acrobot-v1"))
+    with pytest.raises(TypeError, match=r"expected a td3\.Config, got Config"):
+        from fxrl.algorithms import sac
+
+        td3.make(sac.Config())
+
+
+@pytest.fixture(scope="module")
+def small():
+    algo = td3.make(td3.Config(**SMALL))
+    return algo, algo.init(random.key(0))
+
+
+def test_params_hold_twin_critics_and_targets_start_equal(small):
+    _, state = small
+    assert all(x.shape[0] == 2 for x in tree.leaves(state.params["critic"]))
+    first = state.params["critic"]["layers"][0]["w"]
+    assert not torch.equal(first[0], first[1])
+    assert_trees_close(state.target_params, state.params)
+
+
+def test_exploration_noise_is_gaussian_in_half_widths_and_stays_in_the_box(small):
+    algo, state = small
+    obs = torch.zeros(1, 3).expand(20_000, 3)
+    greedy = algo.policy(state.params, obs)
+    noisy = algo.policy(state.params, obs, random.key(1), mode="random")
+    assert bool((noisy.abs() <= 2.0).all())
+    assert torch.equal(algo.policy(state.params, obs, mode="mean"), greedy)
+    # a fresh actor acts near 0, far from the bounds: the noise is N(0, (0.1 * 2)^2)
+    assert float(greedy.abs().max()) < 1.0
+    noise = noisy - greedy
+    assert float(noise.mean()) == pytest.approx(0.0, abs=0.01)
+    assert float(noise.std()) == pytest.approx(0.1 * 2.0, rel=0.03)
+    with pytest.raises(ValueError, match=r"mode='random' with key=None; expected"):
+        algo.policy(state.params, obs, mode="random")
+
+
+def _critic_loss_by_hand(state, buffer, config, smoothing):
+    """The critic loss of the next update's one gradient step, recomputed from the state
+    before it and the replay ``buffer`` after its collection: the same keys, the same
+    sampled batch, the target action built by ``smoothing``."""
+    actor_net = nn.mlp(3, 1, config.hidden, "relu", output_activation="tanh")
+    critic_net = nn.mlp(4, 1, config.hidden, "relu")
+    _, _, k_learn = _split(state.key, 3)
+    k_sample, k_loss = _split(random.split(k_learn, 1)[0], 2)
+    batch, _ = buffers.sample(buffer, k_sample, config.batch_size)
+    mu = 2.0 * actor_net.apply(state.target_params["actor"], batch["next_obs"])  # mid 0, half 2
+    next_action = smoothing(mu, k_loss)
+    assert bool((next_action.abs() <= 2.0).all())
+
+    def q(params, obs, action):
+        return critic_net.apply(params, torch.cat([obs, action], -1)).squeeze(-1)
+
+    t = state.target_params["critic"]
+    next_q = torch.minimum(*(q(tree.index(t, i), batch["next_obs"], next_action) for i in (0, 1)))
+    y = batch["reward"] + config.gamma * (~batch["terminated"]).float() * next_q
+    c = state.params["critic"]
+    return sum(((q(tree.index(c, i), batch["obs"], batch["action"]) - y) ** 2).mean()
+               for i in (0, 1))  # fmt: skip
+
+
+@pytest.mark.parametrize("policy_noise", [0.2, 5.0])
+def test_target_action_is_the_target_actors_plus_clipped_noise_inside_the_box(policy_noise):
+    # policy_noise=5 with noise_clip=0.9 (1.8 torque): most target actions hit the clip
+    # and many the box; the critic loss the update reports must be the one built on
+    # clip(mu'(s') + clip(N(0, (2 policy_noise)^2), -1.8, 1.8), -2, 2)
+    config = td3.Config(**{**SMALL, "policy_noise": policy_noise, "noise_clip": 0.9})
+    algo = td3.make(config)
+    state, _ = _run(algo.update, algo.init(random.key(4)), 3)
+    state = tree.map(torch.clone, state)
+    new, m = algo.update(tree.map(torch.clone, state))
+
+    def smoothed(mu, key):
+        noise = (random.normal(key, tuple(mu.shape)) * 2.0 * policy_noise).clamp(-1.8, 1.8)
+        return (mu + noise).clamp(-2.0, 2.0)
+
+    def unsmoothed(mu, key):
+        return mu
+
+    def unscaled(mu, key):  # noise in torque units instead of half-widths
+        noise = (random.normal(key, tuple(mu.shape)) * policy_noise).clamp(-0.9, 0.9)
+        return (mu + noise).clamp(-2.0, 2.0)
+
+    got = float(m["critic_loss"])
+    right = float(_critic_loss_by_hand(state, new.buffer, config, smoothed))
+    assert got == pytest.approx(right, rel=1e-5)
+    for wrong in (unsmoothed, unscaled):  # deterministic keys: these differ by >= 5e-4
+        other = float(_critic_loss_by_hand(state, new.buffer, config, wrong))
+        assert abs(got - other) > 1e-4 * abs(got), (got, other)
+
+
+def _changed(a, b):
+    return any(not torch.equal(x, y) for x, y in zip(tree.leaves(a), tree.leaves(b), strict=True))
+
+
+def test_actor_and_targets_move_only_every_policy_delay_critic_steps():
+    algo = td3.make(td3.Config(**{**SMALL, "policy_delay": 3}))
+    state, _ = _run(algo.update, algo.init(random.key(6)), 1)  # random phase: no learning
+    assert int(state.gradient_steps) == 0
+    for _ in range(7):
+        new, m = algo.update(state)
+        count = int(new.gradient_steps)
+        assert count == int(state.gradient_steps) + 1
+        due = count % 3 == 0
+        assert _changed(new.params["critic"], state.params["critic"])  # every step
+        assert _changed(new.params["actor"], state.params["actor"]) == due
+        assert _changed(new.target_params["actor"], state.target_params["actor"]) == due
+        assert _changed(new.target_params["critic"], state.target_params["critic"]) == due
+        # Adam's moments of the actor are kept too on critic-only steps
+        assert _changed(new.opt_state["actor"], state.opt_state["actor"]) == due
+        assert math.isnan(float(m["actor_loss"])) != due
+        state = new
+
+
+def test_vmapped_seeds_equal_separate_runs():
+    algo = td3.make(td3.Config(**SMALL))
+    init, update = core.batched(algo, 2, compile=False)  # vmap(init), vmap(update)
+    key = random.key(3)
+    batched, m_batched = _run(update, init(key), 4)
+    for i, k in enumerate(random.split(key, 2).unbind(0)):
+        single, m_single = _run(algo.update, algo.init(k), 4)
+        assert_trees_close(tree.index(batched.params, i), single.params, rtol=1e-5, atol=1e-6)
+        assert_trees_close(tree.index(batched.target_params, i), single.target_params,
+                           rtol=1e-5, atol=1e-6)  # fmt: skip
+        assert_trees_close(tree.index(m_batched, (slice(None), i)), m_single, rtol=1e-5,
+                           atol=1e-6)  # fmt: skip
+
+
+def test_learns_pendulum_on_a_small_budget():
+    # 4000 env steps, 1000 critic steps: far from solved, but the greedy policy in
+    # gymnasium's Pendulum-v1 must beat the random policy's ~-1200 (and a fresh actor's)
+    config = td3.Config(num_envs=4, total_steps=4_000, learning_starts=400, hidden=(64, 64),
+                        batch_size=128)  # fmt: skip
+    algo = td3.make(config)
+    fresh = core.evaluate(algo, algo.init(random.key(0)).params, 5)
+    state, _ = core.train(algo, random.key(0), compile=False)
+    returns = core.evaluate(algo, state.params, 5)
+    assert float(returns.mean()) > -900, (returns, fresh)
+    assert float(returns.mean()) > float(fresh.mean()) + 200, (returns, fresh)
+
+
+def test_train_host_takes_delayed_actor_steps_on_gymnasiums_pendulum():
+    from fxrl import envs
+
+    algo = td3.make(td3.Config(**{**SMALL, "gradient_steps": 3, "total_steps": 24}))
+    fresh = algo.init(random.split(random.key(9), 3)[0])
+    state, history = td3.train_host(algo, envs.gym("Pendulum-v1", num_envs=2), random.key(9))
+    # 6 batches of 4 frames, learning from frame 8: 5 x 3 critic steps, 7 of them actor steps
+    assert int(state.steps) == 24 and int(state.gradient_steps) == 15
+    assert [int(m["gradient_steps"]) for m in history] == [0, 3, 6, 9, 12, 15]
+    assert math.isfinite(float(history[-1]["critic_loss"]))
+    assert _changed(state.params["actor"], fresh.params["actor"])
+    assert _changed(state.target_params["actor"], fresh.target_params["actor"])
+    obs, next_obs = state.buffer.storage["obs"], state.buffer.storage["next_obs"]
+    assert torch.equal(obs[2:24], next_obs[0:22])
