@@ -59,7 +59,9 @@ class RayCollector:
       max_restarts: times Ray restarts a dead worker (``-1``: always).
       max_resubmits: times one batch is resubmitted after its worker died.
       timeout_s: longest wait for any batch before ``TimeoutError`` (names the workers).
-      flat: leaves ``[frames_per_batch, ...]``; ``False``: ``[T, envs, ...]``.
+      flat: leaves ``[frames_per_batch, ...]``; ``False``: sync ``[T, workers x envs,
+        ...]`` (an unbatched env counts as one), async the worker's ``[T, *batch_shape,
+        ...]`` as ``fxrl.collector(..., flat=False)`` gives.
       compile: pure envs step with ``fxrl.compile(env.step)`` on the workers, compiled
         when the worker starts (pays from a few thousand steps per worker on). A
         restarted worker loads the graph from inductor's on-disk FX graph cache
