@@ -214,26 +214,36 @@ def evaluate_tasks(
       float64 [num_tasks, episodes]: undiscounted returns of each task's first episodes.
     """
     _check_params_type("evaluate_tasks", algo.env, env_params)
-    n, benv, limit = num_tasks(env_params), envs.batch(algo.env, episodes), _max_steps(algo.env)
+    n, limit = num_tasks(env_params), _max_steps(algo.env)
+    benv, flat = envs.batch(algo.env, episodes), envs.batch(algo.env, n * episodes)
 
-    def play(p: Any, task: Any, key: Tensor) -> Tensor:
+    def start(task: Any, key: Tensor) -> tuple[Any, Tensor, Tensor]:
         k_reset, k_act = random.split(key).unbind(-2)
         state, ts = benv.reset(k_reset, task)
-        obs, total = ts.obs, torch.zeros_like(ts.reward, dtype=torch.float64)
-        alive = torch.ones_like(ts.terminated)
-        for t in range(limit):
-            action = algo.policy(p, obs, random.fold_in(k_act, t) if mode != "mode" else None,
-                                 mode=mode)  # fmt: skip
-            state, ts = benv.step(state, action)
-            total = total + torch.where(alive, ts.reward.double(), 0.0)
-            alive = alive & ~ts.done
-            obs = ts.info.get("next_obs", ts.obs)
-        return total
+        return state, ts.obs, k_act
+
+    def act(p: Any, obs: Tensor, key: Tensor | None) -> Tensor:
+        return algo.policy(p, obs, key, mode=mode)
 
     with torch.no_grad():
-        return torch.func.vmap(play, randomness="error")(
-            params, env_params, random.split(random.key(seed), n)
-        )
+        state, obs, k_act = torch.func.vmap(start)(env_params, random.split(random.key(seed), n))
+        # the episodes of all tasks step as one flat batch env (each env state carries its
+        # task's params): a nested vmap of the batch env costs about 2.5x more per step
+        state = tree.map(lambda x: x.reshape(n * episodes, *x.shape[2:]), state)
+        total = torch.zeros(n, episodes, dtype=torch.float64)
+        alive = torch.ones(n, episodes, dtype=torch.bool)
+        for t in range(limit):
+            if mode == "mode":
+                action = torch.func.vmap(lambda p, o: act(p, o, None))(params, obs)
+            else:
+                keys = torch.func.vmap(lambda k, t=t: random.fold_in(k, t))(k_act)
+                action = torch.func.vmap(act, randomness="error")(params, obs, keys)
+            state, ts = flat.step(state, action.reshape(n * episodes, *action.shape[2:]))
+            total = total + torch.where(alive, ts.reward.double().view(n, episodes), 0.0)
+            alive = alive & ~ts.done.view(n, episodes)
+            next_obs = ts.info.get("next_obs", ts.obs)
+            obs = next_obs.reshape(n, episodes, *next_obs.shape[1:])
+        return total
 
 
 def gymnasium_env(env_id: str, params: Any) -> Any:
