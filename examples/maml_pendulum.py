@@ -49,6 +49,7 @@ class Args:
     seed: int = 0
     out: str = "maml_pendulum"  # writes OUT.jsonl and OUT.png
     threads: int = 1  # torch.set_num_threads
+    replot: bool = False  # only redraw OUT.png from OUT.jsonl (e.g. of a run stopped early)
 
 
 def make(args: Args):
@@ -98,6 +99,8 @@ def make(args: Args):
 
 def main(args: Args) -> None:
     torch.set_num_threads(args.threads)
+    if args.replot:
+        return replot(args.out)
     init, loss_fn, collect, greedy_return, sample_tasks = make(args)
     opt = optim.adam(args.outer_lr)
     kw = {"lr": args.inner_lr}
@@ -211,6 +214,20 @@ def plot(curves: list, table: list, args: Args, path: str) -> None:
     b.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def replot(out: str) -> None:
+    """Redraw ``OUT.png`` from the seeds ``OUT.jsonl`` holds (those with an eval line)."""
+    with open(f"{out}.jsonl") as f:
+        rows = [json.loads(line) for line in f]
+    args = Args(**{k: tuple(v) if isinstance(v, list) else v for k, v in rows[0]["args"].items()})
+    table = [r for r in rows if r.get("eval")]
+    curves = [
+        [(r["return_before"], r["return_after"]) for r in rows if r.get("seed") == t["seed"]
+         and "iteration" in r]
+        for t in table
+    ]  # fmt: skip
+    plot(curves, table, args, f"{out}.png")
 
 
 if __name__ == "__main__":
