@@ -57,7 +57,8 @@ class RayCollector:
         per worker, so the object store never fills up).
       num_cpus: CPUs Ray reserves per worker; torch threads on the worker match it.
       max_restarts: times Ray restarts a dead worker (``-1``: always).
-      max_resubmits: times one batch is resubmitted after its worker died.
+      max_resubmits: times one batch is resubmitted after its worker died for good
+        (``max_restarts`` used up); while Ray restarts a worker, its task waits for it.
       timeout_s: longest wait for any batch before ``TimeoutError`` (names the workers).
       flat: leaves ``[frames_per_batch, ...]``; ``False``: sync ``[T, workers x envs,
         ...]`` (an unbatched env counts as one), async the worker's ``[T, *batch_shape,
@@ -72,7 +73,8 @@ class RayCollector:
       own id times ``num_workers`` plus the worker index (unique over all workers).
       ``stats`` adds ``params_version`` (sync: a tensor, one per worker; async: an int),
       ``worker`` and ``index`` (which stream and batch; sync: ``index`` only),
-      ``resubmitted`` (tasks sent again because their worker died, so far) and
+      ``resubmitted`` (batches that had to run again because their worker died: run by
+        its restarted process, or resubmitted to another worker; so far) and
       ``params_fetch_s`` (seconds each worker spent reading new params from the object
       store before the batch; 0 where it held them already).
     """
@@ -120,6 +122,7 @@ class RayCollector:
         self._next_index = [0] * num_workers
         self._in_flight: dict[Any, dict[str, Any]] = {}
         self.frames = self.batches = self.resubmitted = 0
+        self._pid = [i["pid"] for i in self.info]  # the process each worker's last batch came from
         self.version = -1
         self.update(params)
 
@@ -197,10 +200,17 @@ class RayCollector:
 
     def _submit(self, task: dict[str, Any], w: int) -> None:
         if w in self._suspect:
-            # A task submitted to a restarting actor fails at once (max_task_retries=0):
-            # wait until this one answers, so a restart does not use up max_resubmits.
-            self._first_alive([w])
-        ref = self.workers[w].collect.remote(task_args(task), [task["params"]])
+            # This worker died for good (max_restarts used up): a pure task goes to the
+            # first worker that answers, a host task waits for this one (and fails).
+            order = (
+                [w] if self.host else [(w + k) % self.num_workers for k in range(self.num_workers)]
+            )
+            w = self._first_alive(order)
+        # max_task_retries=-1: a task whose actor dies (in flight, or sent while Ray
+        # restarts it) runs again on the restarted actor, as Ray restarts it; the driver
+        # resubmits only when max_restarts is used up.
+        collect = self.workers[w].collect.options(max_task_retries=-1)
+        ref = collect.remote(task_args(task), [task["params"]])
         self._in_flight[ref] = {**task, "on": w}
 
     def _wait_one(self) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -223,6 +233,9 @@ class RayCollector:
             except ray.exceptions.RayTaskError as e:
                 raise WorkerError(self._describe_failure(task, e)) from None
             out["version"] = task["version"]
+            if out["pid"] != self._pid[task["on"]]:  # a restarted worker ran it
+                self._pid[task["on"]] = out["pid"]
+                self.resubmitted += 1
             if "snapshot" in out:
                 self._snapshots[task["worker"]] = out.pop("snapshot")
             return task, out
@@ -235,33 +248,38 @@ class RayCollector:
                 f"error: {error}"
             ) from None
         self.resubmitted += 1
-        # Pure tasks carry their start state: the first worker that answers takes it.
-        # Host env state lives on its actor: wait for Ray to restart that one.
-        w = task["on"]
-        order = (
-            [w]
-            if self.host
-            else [(w + k) % self.num_workers for k in range(1, self.num_workers + 1)]
-        )
-        self._submit({**task, "attempt": task["attempt"] + 1}, self._first_alive(order))
+        # Pure tasks carry their start state: the first worker that answers takes it
+        # (_submit picks it, the dead one being suspect). Host env state lives on its
+        # actor, which is gone: _submit's wait for it ends in a WorkerError.
+        self._submit({**task, "attempt": task["attempt"] + 1}, task["on"])
 
     def _first_alive(self, order: list[int]) -> int:
         """The first of ``order`` whose actor answers, waiting while they restart."""
         deadline = time.monotonic() + self.timeout_s
-        while time.monotonic() < deadline:
+        dead: set[int] = set()
+        while time.monotonic() < deadline and len(dead) < len(order):
             for w in order:
+                if w in dead:
+                    continue
                 try:
                     self.info[w] = ray.get(
                         self.workers[w].describe.remote(), timeout=self.timeout_s
                     )
                     self._suspect.discard(w)
                     return w
+                except ray.exceptions.ActorUnavailableError:
+                    continue  # restarting
                 except ray.exceptions.RayActorError:
-                    continue
+                    dead.add(w)  # died for good: its max_restarts are used up
             time.sleep(0.05)
+        if len(dead) == len(order):
+            raise WorkerError(
+                f"RayCollector: workers {order} died and will not restart (max_restarts "
+                "used up); no live worker can take their batches."
+            )
         raise WorkerError(
             f"RayCollector: workers {order} did not come back within {self.timeout_s} s "
-            f"(timeout_s); max_restarts exhausted?"
+            f"(timeout_s)."
         )
 
     def _stats(self, outs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -303,7 +303,7 @@ def test_a_make_env_that_raises_at_start_names_the_worker_and_make_env(cluster):
     assert time.perf_counter() - start < 60
 
 
-def test_host_env_workers_killed_twice_with_max_resubmits_one_lose_no_batch(cluster):
+def test_host_env_workers_killed_twice_with_max_resubmits_zero_lose_no_batch(cluster):
     def make_env():
         return envs.gym("CartPole-v1", num_envs=NUM_ENVS)
 
@@ -314,7 +314,7 @@ def test_host_env_workers_killed_twice_with_max_resubmits_one_lose_no_batch(clus
     T, batches = 10, 10
     frames = NUM_ENVS * T
     with RayCollector(make_env, policy, _params(1.0), random.key(2), 2, frames,
-                      batches * frames, sync=False, max_resubmits=1) as c:  # fmt: skip
+                      batches * frames, sync=False, max_resubmits=0) as c:  # fmt: skip
         seen, kills = [], 0
         for batch, stats in c:
             seen.append((stats["worker"], stats["index"]))
@@ -330,6 +330,42 @@ def test_host_env_workers_killed_twice_with_max_resubmits_one_lose_no_batch(clus
     for w in range(2):
         mine = sorted(i for ww, i in seen if ww == w)
         assert mine == list(range(len(mine)))
+
+
+def test_a_worker_dead_for_good_has_its_stream_finished_by_the_other(cluster):
+    make_env, policy = _pieces(sleep_s=0.01)
+    key, T, batches = random.key(4), 20, 8
+    frames = NUM_ENVS * T
+    with RayCollector(make_env, policy, _params(1.0), key, 2, frames, batches * frames,
+                      sync=False, max_restarts=0) as c:  # fmt: skip
+        got = _run_async_with_kill(c, c.worker_pids(), kill_after=0)
+        assert c.resubmitted >= 1 and c.frames == batches * frames
+    seen = sorted((w, i) for w, i, _, _ in got)
+    assert len(set(seen)) == batches == len(seen)
+    refs = _reference_streams(make_env, policy, _params(1.0), key, 2, frames)
+    for w in range(2):
+        for _, batch in sorted((i, b) for ww, i, b, _ in got if ww == w):
+            _assert_part_equal(_unflatten(batch, T, NUM_ENVS), next(refs[w])[0], w, 2)
+
+
+def test_a_host_env_worker_dead_for_good_raises_instead_of_waiting(cluster):
+    def make_env():
+        return envs.gym("CartPole-v1", num_envs=NUM_ENVS)
+
+    def policy(params, obs, key):
+        time.sleep(0.01)
+        return random.categorical(key, obs @ params["w"] + params["b"])
+
+    c = RayCollector(make_env, policy, _params(1.0), random.key(0), 2, NUM_ENVS * 10,
+                     sync=False, max_restarts=0, timeout_s=120)  # fmt: skip
+    next(c)
+    start = time.perf_counter()
+    os.kill(c.worker_pids()[0], signal.SIGKILL)
+    with pytest.raises(WorkerError, match=r"workers \[0\] died and will not restart"):
+        for _ in range(200):  # worker 1 goes on delivering until the loss surfaces
+            next(c)
+    assert time.perf_counter() - start < 60
+    c.close()
 
 
 def test_compiled_workers_equal_a_compiled_local_collector_and_restart_from_the_cache(cluster):
