@@ -226,28 +226,6 @@ def test_importing_fxrl_does_not_import_ray_and_missing_ray_names_the_extra():
     assert "pip install fxrl[ray]" in out.stdout
 
 
-def test_close_and_shutdown_leave_no_ray_processes(cluster):
-    make_env, policy = _pieces()
-    c = RayCollector(make_env, policy, _params(1.0), random.key(0), 2, 8, 8)
-    pids = c.worker_pids()
-    list(c)
-    c.close()
-    ray.shutdown()
-    deadline = time.monotonic() + 30
-    while (_ray_children() or any(_alive(p) for p in pids)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(_alive(p) for p in pids)
-    assert _ray_children() == []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _unflatten(batch: dict, T: int, n: int) -> dict:
     out = {k: v.reshape(T, n, *v.shape[1:]) for k, v in batch.items() if k != "extras"}
     out["extras"] = {"logits": batch["extras"]["logits"].reshape(T, n, 2)}
@@ -390,3 +368,26 @@ def test_compiled_workers_equal_a_compiled_local_collector_and_restart_from_the_
     for batch in [first, *rest]:
         ref_batch, _ = next(ref)
         _assert_part_equal(_unflatten(batch, T, NUM_ENVS), ref_batch, 0, 1)
+
+
+# Last in the file: it shuts the module's cluster down.
+def test_close_and_shutdown_leave_no_ray_processes(cluster):
+    make_env, policy = _pieces()
+    c = RayCollector(make_env, policy, _params(1.0), random.key(0), 2, 8, 8)
+    pids = c.worker_pids()
+    list(c)
+    c.close()
+    ray.shutdown()
+    deadline = time.monotonic() + 30
+    while (_ray_children() or any(_alive(p) for p in pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids)
+    assert _ray_children() == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
