@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
+from typing import Any
 
 import ray
 import torch
@@ -44,7 +46,9 @@ class Args:
     ray_cpus: int = 2  # CPUs of the local Ray cluster (ray.init(num_cpus=...))
 
 
-def make_rollout(net_apply, num_seeds: int, envs_per_worker: int):
+def make_rollout(
+    net_apply: Callable[..., Any], num_seeds: int, envs_per_worker: int
+) -> tuple[Callable[[], envs.Env], Callable[..., Any]]:
     """make_env and the vmapped behaviour policy the workers run (sent by value)."""
 
     def make_env() -> envs.Env:
@@ -60,7 +64,9 @@ def make_rollout(net_apply, num_seeds: int, envs_per_worker: int):
     return make_env, policy
 
 
-def make_learner(config: ppo.Config, net_apply):
+def make_learner(
+    config: ppo.Config, net_apply: Callable[..., Any]
+) -> tuple[optim.GradientTransformation, Callable[..., Any]]:
     """``learn(net, opt_state, key, traj) -> (net, opt_state, key, metrics)`` for one seed:
     GAE, then ``update_epochs`` x ``num_minibatches`` steps of ``objectives.ppo_loss``."""
     batch_size = config.num_envs * config.num_steps
