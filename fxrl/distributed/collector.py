@@ -56,7 +56,8 @@ class RayCollector:
         version; False: batches are yielded as workers finish them (one task in flight
         per worker, so the object store never fills up).
       num_cpus: CPUs Ray reserves per worker; torch threads on the worker match it.
-      max_restarts: times Ray restarts a dead worker (``-1``: always).
+      max_restarts: times Ray restarts a dead worker (``-1``: always; then an env that
+        kills its process on every try is retried for ever).
       max_resubmits: times one batch is resubmitted after its worker died for good
         (``max_restarts`` used up); while Ray restarts a worker, its task waits for it.
       timeout_s: longest wait for any batch before ``TimeoutError`` (names the workers).
