@@ -209,6 +209,8 @@ def plot(curves: list, table: list, args: Args, path: str) -> None:
     for s, row in enumerate(table):
         b.plot(steps, row["sampled_mean"], "o-", color=f"C{s}", label=f"seed {s} sampled")
         b.plot(steps, row["greedy_mean"], "s:", color=f"C{s}", label=f"seed {s} greedy")
+        b.plot(steps, row["initial_policy_return"], "x--", color=f"C{s}", alpha=0.4,
+               label=f"seed {s} sampled, before meta-training")  # fmt: skip
     b.set(xlabel="inner steps on the held-out task", ylabel="mean return",
           title=f"{args.eval_tasks} held-out tasks", xticks=list(steps))  # fmt: skip
     b.legend(fontsize=6)
