@@ -1,14 +1,18 @@
-"""PPO on a batch of CartPole variants (pole lengths and masses), one agent per task, all
-trained together in one vmapped program.
+"""PPO on a batch of CartPole variants (pole lengths and masses) or Pendulum variants
+(gravity and mass), one agent per task, all trained together in one vmapped program.
 
     .venv/bin/python examples/task_batched_ppo.py --num-tasks 8 \
         --out docs/results/ppo_tasks_cartpole
+    .venv/bin/python examples/task_batched_ppo.py --env Pendulum-v1 --num-tasks 4 \
+        --total-steps 1000000 --no-compile --out docs/results/ppo_tasks_pendulum
 
 Each task's env params live in its env state, so ``vmap(algo.update)`` over TrainStates
 [num_tasks] trains every variant at once. Writes ``OUT.jsonl`` (the task params, one line
 per iteration with each task's metrics, then one line per task with its greedy returns in
-fxrl's pure env with that task's params and in gymnasium's CartPole-v1 with the same
-attributes) and ``OUT.png`` (training curves per task).
+fxrl's pure env with that task's params and in gymnasium's own env with the same
+attributes) and ``OUT.png`` (training curves per task). PPO runs with
+``ppo.Config.tuned(env)`` (PureJaxRL's settings for CartPole, fxrl's tuned ones for
+Pendulum).
 """
 
 from __future__ import annotations
@@ -26,10 +30,13 @@ from fxrl.algorithms import ppo, tasks
 
 @dataclasses.dataclass
 class Args:
-    num_tasks: int = 8  # CartPole variants trained together (vmapped)
-    length: tuple[float, float] = (0.25, 1.0)  # half pole length range (default 0.5)
-    masspole: tuple[float, float] = (0.05, 0.5)  # pole mass range (default 0.1)
-    masscart: tuple[float, float] = (0.5, 2.0)  # cart mass range (default 1.0)
+    env: str = "CartPole-v1"  # "CartPole-v1" or "Pendulum-v1"
+    num_tasks: int = 8  # env variants trained together (vmapped)
+    length: tuple[float, float] = (0.25, 1.0)  # CartPole: half pole length range (default 0.5)
+    masspole: tuple[float, float] = (0.05, 0.5)  # CartPole: pole mass range (default 0.1)
+    masscart: tuple[float, float] = (0.5, 2.0)  # CartPole: cart mass range (default 1.0)
+    gravity: tuple[float, float] = (6.0, 14.0)  # Pendulum: gravity range (default 10)
+    mass: tuple[float, float] = (0.7, 1.3)  # Pendulum: mass range (default 1)
     total_steps: int = 500_000  # env steps per task
     seed: int = 0  # the key tasks, agents and evaluation come from
     compile: bool = True  # compile the update's pieces (False: eager)
@@ -42,9 +49,14 @@ def main(args: Args) -> None:
     torch.set_num_threads(args.threads)
     k_tasks, k_agents = random.split(random.key(args.seed)).unbind(0)
     # the tasks: env params with leaves [num_tasks]
-    ranges = {"length": args.length, "masspole": args.masspole, "masscart": args.masscart}
-    env_params = tasks.sample_params(envs.make("CartPole-v1"), k_tasks, args.num_tasks, ranges)
-    config = ppo.Config(env="CartPole-v1", total_steps=args.total_steps)
+    if args.env == "CartPole-v1":
+        ranges = {"length": args.length, "masspole": args.masspole, "masscart": args.masscart}
+    elif args.env == "Pendulum-v1":
+        ranges = {"gravity": args.gravity, "mass": args.mass}
+    else:
+        raise ValueError(f"--env {args.env!r}: expected 'CartPole-v1' or 'Pendulum-v1'.")
+    env_params = tasks.sample_params(envs.make(args.env), k_tasks, args.num_tasks, ranges)
+    config = ppo.Config.tuned(args.env, total_steps=args.total_steps)
     algo = ppo.make(config)
     state = tasks.init_tasks(algo, k_agents, env_params)
     update = tasks.update_tasks(algo, args.num_tasks, compile=args.compile)
@@ -78,15 +90,15 @@ def main(args: Args) -> None:
                    "gym_returns": gym_returns.tolist(),
                    "gym_mean": gym_returns.mean().item()}  # fmt: skip
             log.write(json.dumps(row) + "\n")
-            print(f"task {t} length {row['length']:.3f} masspole {row['masspole']:.3f} masscart "
-                  f"{row['masscart']:.3f}: greedy {row['pure_mean']:.1f} (pure), "
+            named = " ".join(f"{k} {row[k]:.3f}" for k in ranges)
+            print(f"task {t} {named}: greedy {row['pure_mean']:.1f} (pure), "
                   f"{row['gym_mean']:.1f} (gymnasium)")  # fmt: skip
         log.write(json.dumps({"train_wall_s": train_s, "total_wall_s": time.perf_counter() - start})
                   + "\n")  # fmt: skip
-    plot(torch.stack(history), algo.steps_per_update, table, f"{args.out}.png")
+    plot(torch.stack(history), algo.steps_per_update, table, args.env, f"{args.out}.png")
 
 
-def plot(returns: torch.Tensor, steps_per_update: int, table: dict, path: str) -> None:
+def plot(returns: torch.Tensor, steps_per_update: int, table: dict, env: str, path: str) -> None:
     """Each task's mean training return per iteration against env steps."""
     import matplotlib
 
@@ -98,12 +110,10 @@ def plot(returns: torch.Tensor, steps_per_update: int, table: dict, path: str) -
     for t in range(returns.shape[1]):
         y = returns[:, t]
         keep = ~torch.isnan(y)
-        label = "l={:.2f} mp={:.2f} mc={:.2f}".format(
-            *(table[k][t] for k in ("length", "masspole", "masscart"))
-        )
+        label = " ".join(f"{k}={v[t]:.2f}" for k, v in table.items())
         ax.plot(steps[keep], y[keep], lw=0.8, label=label)
     ax.set(xlabel="env steps per task", ylabel="episode return",
-           title="fxrl PPO, CartPole-v1 variants trained together")  # fmt: skip
+           title=f"fxrl PPO, {env} variants trained together")  # fmt: skip
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
