@@ -196,3 +196,23 @@ def test_gymnasium_env_names_the_supported_ids():
     p = tree.index(tasks.task_params(envs.make("Acrobot-v1"), link_length_1=[1.0]), 0)
     with pytest.raises(ValueError, match=r"'Acrobot-v1' has no task params mapping; supported"):
         tasks.gymnasium_env("Acrobot-v1", p)
+
+
+def test_evaluate_tasks_with_sampled_actions_equals_a_loop_over_tasks():
+    algo = ppo.make(ppo.Config(env="Pendulum-v1", **SMALL))
+    env_params = tasks.task_params(algo.env, gravity=[6.0, 13.0], mass=[1.2, 0.8])
+    state = tasks.init_tasks(algo, random.key(2), env_params)
+    returns = tasks.evaluate_tasks(algo, state.params, env_params, 2, seed=3, mode="random")
+    benv = envs.batch(algo.env, 2)
+    for i, k in enumerate(random.split(random.key(3), 2)):
+        k_reset, k_act = random.split(k).unbind(-2)
+        p = tree.index(state.params, i)
+        env_state, ts = benv.reset(k_reset, tree.index(env_params, i))
+        total = torch.zeros(2, dtype=torch.float64)
+        for t in range(200):  # Pendulum's episodes all last 200 steps
+            action = algo.policy(p, ts.obs, random.fold_in(k_act, t), mode="random")
+            env_state, ts = benv.step(env_state, action)
+            total += ts.reward.double()
+        torch.testing.assert_close(returns[i], total)
+    greedy = tasks.evaluate_tasks(algo, state.params, env_params, 2, seed=3)
+    assert not torch.equal(greedy, returns)
