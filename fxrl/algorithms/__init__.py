@@ -16,7 +16,7 @@ from fxrl.algorithms.core import Algorithm
 __all__ = ["NAMES", "Algorithm", "get"]
 
 # Algorithms the CLI can name: ``fxrl train ppo ...``.
-NAMES = ("ppo", "dqn", "sac", "td3")
+NAMES = ("ppo", "dqn", "sac", "td3", "recurrent_ppo")
 
 
 def get(name: str) -> ModuleType:
