@@ -364,7 +364,8 @@ def report(seeds: int, times: dict, first: dict, extra: dict) -> None:
         if name == "plain_torch":
             continue
         ratios = [a / b for a, b in zip(ms, base, strict=True)]
-        line = {**head, "ratio": f"{name}/plain_torch", "value": round(statistics.median(ratios), 3),
+        med = statistics.median(ratios)
+        line = {**head, "ratio": f"{name}/plain_torch", "value": round(med, 3),
                 "min": round(min(ratios), 3), "max": round(max(ratios), 3)}  # fmt: skip
         print(json.dumps(line), flush=True)
     print(json.dumps({**head, "check": extra}), flush=True)

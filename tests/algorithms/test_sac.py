@@ -154,6 +154,7 @@ def compiled_pair():
     return algo, core.batched(algo, 1, compile=True)
 
 
+@pytest.mark.slow  # inductor compiles two pieces: 409 s on the loaded 2-core machine
 def test_compiled_update_equals_eager(compiled_pair):
     algo, (_, update) = compiled_pair
     state = algo.init(random.key(5))
@@ -166,15 +167,21 @@ def test_compiled_update_equals_eager(compiled_pair):
     assert_trees_close(m_compiled, m_eager, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_learns_pendulum_on_a_small_budget():
-    # 4000 env steps, 1000 gradient steps: far from solved (-250 takes ~10k steps), but
-    # the greedy policy in gymnasium's Pendulum-v1 must beat the random policy's ~-1200
-    config = sac.Config(num_envs=4, gradient_steps=1, total_steps=4_000, learning_starts=400,
-                        hidden=(64, 64), batch_size=128)  # fmt: skip
+    # 3200 env steps (4 envs x 2 steps, then 8 gradient steps, per update: 400 eager
+    # updates), 2800 gradient steps after 400 random steps: far from solved, but the
+    # greedy policy in gymnasium's Pendulum-v1 must beat the random policy's ~-1200 and
+    # the fresh actor's. Slow: eager gradient steps cost ~0.1-0.2 s each on a loaded
+    # 2-core machine (the recorded runs in docs/results are the real learning claims)
+    config = sac.Config(num_envs=4, rollout_steps=2, gradient_steps=8, total_steps=3_200,
+                        learning_starts=400, hidden=(64, 64), batch_size=128)  # fmt: skip
     algo = sac.make(config)
+    fresh = core.evaluate(algo, algo.init(random.key(0)).params, 5)
     state, _ = core.train(algo, random.key(0), compile=False)
     returns = core.evaluate(algo, state.params, 5)
-    assert float(returns.mean()) > -900, returns
+    assert float(returns.mean()) > -900, (returns, fresh)
+    assert float(returns.mean()) > float(fresh.mean()) + 200, (returns, fresh)
 
 
 def test_train_host_learns_through_the_collector_on_gymnasiums_pendulum():
