@@ -55,9 +55,17 @@ def evaluate_pure(
     state, ts = env.reset(key)
     total = torch.zeros(episodes, dtype=torch.float64)
     finished = torch.zeros(episodes, dtype=torch.bool)
+    recurrent = is_recurrent(algo)
+    if recurrent:  # the carry is fed back; is_init resets it on each episode's first step
+        carry, is_init = algo.initial_carry((episodes,)), torch.ones(episodes, dtype=torch.bool)
     for _ in range(max_steps):
-        action = algo.policy(params, ts.obs, mode="mode")
+        if recurrent:
+            action, carry = algo.policy(params, ts.obs, carry, is_init, mode="mode")
+        else:
+            action = algo.policy(params, ts.obs, mode="mode")
         state, ts = env.step(state, action)
+        if recurrent:
+            is_init = ts.terminated | ts.truncated
         total += torch.where(finished, 0.0, ts.reward.double())
         finished |= ts.terminated | ts.truncated
         if bool(finished.all()):
@@ -79,6 +87,8 @@ def evaluate_gymnasium(
     try:
         for i in range(episodes):
             obs, _ = env.reset(seed=seed + i)
+            if hasattr(act, "reset"):  # a recurrent actor starts each episode from is_init
+                act.reset()
             total, done = 0.0, False
             while not done:
                 obs, reward, terminated, truncated, _ = env.step(act(obs))
@@ -94,6 +104,8 @@ def torch_actor(algo: Any, params: Any) -> Callable[[np.ndarray], Any]:
     """``act(obs) -> action`` for gymnasium from ``algo.policy`` (greedy, one observation)."""
     discrete = isinstance(algo.env.action_spec, specs.Discrete)
     dtype = getattr(algo.env.observation_spec, "dtype", torch.float32)
+    if is_recurrent(algo):
+        return _RecurrentActor(algo, params, dtype, discrete)
 
     @torch.no_grad()
     def act(obs: np.ndarray) -> Any:
@@ -103,6 +115,31 @@ def torch_actor(algo: Any, params: Any) -> Callable[[np.ndarray], Any]:
         return int(action[0]) if discrete else action[0].numpy()
 
     return act
+
+
+def is_recurrent(algo: Any) -> bool:
+    """Whether ``algo.policy`` takes and returns a carry (``algo.initial_carry`` exists)."""
+    return callable(getattr(algo, "initial_carry", None))
+
+
+class _RecurrentActor:
+    """``act(obs)`` for gymnasium from a recurrent ``algo.policy``: it keeps the carry
+    between calls; ``reset()`` marks the next observation as an episode's first."""
+
+    def __init__(self, algo: Any, params: Any, dtype: torch.dtype, discrete: bool) -> None:
+        self.algo, self.params, self.dtype, self.discrete = algo, params, dtype, discrete
+        self.carry, self.first = algo.initial_carry((1,)), True
+
+    def reset(self) -> None:
+        self.first = True
+
+    @torch.no_grad()
+    def __call__(self, obs: np.ndarray) -> Any:
+        x = torch.as_tensor(np.asarray(obs), dtype=self.dtype)[None]
+        is_init = torch.full((1,), self.first)
+        action, self.carry = self.algo.policy(self.params, x, self.carry, is_init, mode="mode")
+        self.first = False
+        return int(action[0]) if self.discrete else action[0].numpy()
 
 
 def evaluate_run(

@@ -3,7 +3,9 @@
     export_run("runs/cartpole", "onnx")      # -> runs/cartpole/policy.onnx (+ policy.onnx.json)
 
 The exported function is the algorithm's ``policy(params, obs, mode="mode")``, which takes
-raw env observations (its preprocessing is inside), with a dynamic batch dim.
+raw env observations (its preprocessing is inside), with a dynamic batch dim. A recurrent
+algorithm's policy (one with ``initial_carry``) also takes ``carry`` and ``is_init`` and
+returns ``(action, carry)``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fxrl.run.evaluate import load_run, seed_params
+import torch
+
+from fxrl.run.evaluate import is_recurrent, load_run, seed_params
 
 __all__ = ["FORMATS", "export_run"]
 
@@ -56,8 +60,10 @@ def export_run(
     seed = best_seed(meta) if seed is None else seed
     if not 0 <= seed < info["num_seeds"]:
         raise ValueError(f"export: --seed {seed} out of range; the run has {info['num_seeds']}.")
-    obs = algo.env.observation_spec.zeros((2,))
-    exported = export(algo.policy, seed_params(state, seed), obs, dynamic_batch=True)
+    inputs: tuple[Any, ...] = (algo.env.observation_spec.zeros((2,)),)
+    if is_recurrent(algo):  # the carry and is_init go in, the next carry comes out
+        inputs += (algo.initial_carry((2,)), torch.ones(2, dtype=torch.bool))
+    exported = export(algo.policy, seed_params(state, seed), *inputs, dynamic_batch=True)
     path = Path(out) if out is not None else run_dir / f"policy{FORMATS[format]}"
     path.parent.mkdir(parents=True, exist_ok=True)
     if format == "onnx":
