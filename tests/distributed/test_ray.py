@@ -5,11 +5,13 @@ worker; env errors name the worker and env; nothing of Ray outlives the module."
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -197,6 +199,16 @@ def test_an_env_that_raises_gives_an_error_naming_the_worker_and_env(cluster):
         next(c)
     assert time.perf_counter() - start < 60
     c.close()
+
+
+def test_the_readme_example_runs(cluster):
+    # The README's Ray block is fenced ```py so tests/test_readme.py (no cluster) skips it.
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Scaling out with Ray") :]
+    (block,) = re.findall(r"```py\n(.*?)```", section, flags=re.S)[:1]
+    namespace = {"__name__": "readme_ray"}
+    exec(compile(block, "README.md[Ray block]", "exec"), namespace)
+    assert namespace["params"]["w"][0, 0] == pytest.approx(0.1)  # ten updates of 0.01
 
 
 def test_bad_arguments_are_named_before_any_worker_starts():
