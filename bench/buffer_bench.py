@@ -33,18 +33,11 @@ import time
 from collections.abc import Callable
 
 import torch
+from _common import cpu_model  # bench/_common.py
 
 from fxrl import buffers, random
 
 FRAME = (4, 84, 84)
-
-
-def cpu_model() -> str:
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def compare(ours: Callable[[], object], peer: Callable[[], object], iters: int, repeats: int):

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from _common import cpu_model  # bench/_common.py
 
 from fxrl import envs, random
 from fxrl.collector import collector
@@ -234,17 +235,6 @@ def median_rates(runs: dict[str, Run], repeats: int) -> dict[str, list[float]]:
             n, seconds = run()
             rates[name].append(n / seconds)
     return rates
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def main() -> None:

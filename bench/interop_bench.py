@@ -29,23 +29,13 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
+from _common import cpu_model  # bench/_common.py
 
 from fxrl import envs, random
 from fxrl.envs.sb3 import to_sb3
 from fxrl.envs.to_gym import to_gymnasium
 
 Run = Callable[[], tuple[int, float]]  # -> (env steps, seconds)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def measure(runs: dict[str, Run], repeats: int) -> dict[str, list[float]]:

@@ -25,14 +25,13 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import platform
 import statistics
-import time
 import warnings
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from _common import cpu_model, measure  # bench/_common.py
 
 from fxrl import distributions, nn, optim, random, tree
 from fxrl.objectives import dqn_loss, ppo_loss, sac_loss, soft_update
@@ -598,40 +597,6 @@ def torchrl_ppo(
 
 
 # ---- timing ---------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def measure(
-    runs: Runs, iters: int, repeats: int
-) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Milliseconds per call of each run, one entry per round (the order alternates),
-    and each run's first call in seconds (torch.compile's compile time for compiled runs).
-    """
-    first: dict[str, float] = {}
-    for name, run in runs.items():
-        start = time.perf_counter()
-        run()
-        first[name] = time.perf_counter() - start
-        run()
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    names = list(runs)
-    for r in range(repeats):
-        for name in names if r % 2 == 0 else names[::-1]:
-            start = time.perf_counter()
-            for _ in range(iters):
-                runs[name]()
-            times[name].append((time.perf_counter() - start) / iters * 1e3)
-    return times, first
 
 
 def report(case: str, times: dict[str, list[float]], first: dict[str, float], extra: dict) -> None:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -46,23 +45,13 @@ from typing import Any
 import numpy as np
 import ray
 import torch
+from _common import cpu_model  # bench/_common.py
 
 from fxrl import envs, random
 from fxrl.collector import collector
 from fxrl.distributed import RayCollector
 
 Run = Callable[[], float]  # one timed repeat -> frames per second
-
-
-def cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
 
 
 # ------------------------------------------------------------------------------ pieces

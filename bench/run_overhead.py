@@ -16,27 +16,17 @@ import argparse
 import contextlib
 import io
 import json
-import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from _common import cpu_model  # bench/_common.py
 
 from fxrl import random
 from fxrl.algorithms import ppo
 from fxrl.run.loop import train
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def bare(config: ppo.Config, seeds: int, compile: bool) -> tuple[float, float]:

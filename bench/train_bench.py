@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,17 +27,7 @@ import textwrap
 import time
 
 import torch
-
-
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+from _common import cpu_model  # bench/_common.py
 
 
 def _emit(**row: object) -> None:
@@ -147,7 +136,7 @@ def main() -> None:
     p.add_argument("--jax-python", default="/tmp/jaxvenv/bin/python", help="python with jax")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    _emit(bench="setup", cpu=_cpu(), torch=torch.__version__, threads=torch.get_num_threads(),
+    _emit(bench="setup", cpu=cpu_model(), torch=torch.__version__, threads=torch.get_num_threads(),
           python=sys.version.split()[0])  # fmt: skip
     seeds = [int(s) for s in args.seeds.split(",")]
     results = {}

@@ -20,27 +20,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
+from _common import cpu_model  # bench/_common.py
 
 from fxrl.objectives import gae, td_lambda, vtrace
 
 GAMMA, LMBDA = 0.99, 0.95
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def trajectory(horizon: int, batch: tuple[int, ...]) -> dict[str, torch.Tensor]:
