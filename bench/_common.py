@@ -7,6 +7,8 @@ import platform
 import time
 from collections.abc import Callable
 
+import torch
+
 
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo, else what ``platform`` knows."""
@@ -40,3 +42,15 @@ def measure(
                 runs[name]()
             times[name].append((time.perf_counter() - start) / iters * 1e3)
     return times, first
+
+
+class Concat(torch.nn.Module):
+    """``net(cat([obs, action]))``: a critic module taking the two inputs separately (the
+    call shape TorchRL's ``ValueOperator`` with two in_keys gives it)."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([obs, action], -1))

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _common import cpu_model, measure  # bench/_common.py
+from _common import Concat, cpu_model, measure  # bench/_common.py
 
 from fxrl import distributions, nn, optim, random, tree
 from fxrl.objectives import dqn_loss, ppo_loss, sac_loss, soft_update
@@ -344,17 +344,6 @@ def sac_case(torchrl: bool, compiled: bool) -> tuple[Runs, dict]:
     if torchrl:
         runs["torchrl"] = torchrl_sac(copy.deepcopy(actor), copy.deepcopy(critics[0]), batch)
     return runs, extra
-
-
-class Concat(torch.nn.Module):
-    """``net(cat([obs, action]))``: a critic module taking the two inputs separately."""
-
-    def __init__(self, net: torch.nn.Module) -> None:
-        super().__init__()
-        self.net = net
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([obs, action], -1))
 
 
 def torchrl_sac(

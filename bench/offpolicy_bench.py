@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _common import cpu_model, measure  # bench/_common.py
+from _common import Concat, cpu_model, measure  # bench/_common.py
 
 import fxrl
 from fxrl import distributions, nn, objectives, optim, random, tree
@@ -203,15 +203,6 @@ def step(st: dict, data: dict) -> dict:
 
 
 # ---- TorchRL ------------------------------------------------------------------------------
-
-
-class Concat(torch.nn.Module):
-    def __init__(self, net: torch.nn.Module) -> None:
-        super().__init__()
-        self.net = net
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([obs, action], -1))
 
 
 def torchrl_agent(agent: PlainAgent) -> Callable[[], None]:
