@@ -96,6 +96,7 @@ class TrainState:
     opt_state: Any  # one Adam state per part of params
     env_state: Any  # the batch env's state [num_envs]
     obs: Tensor  # [num_envs, obs_dim] what the policy acts on next
+    noise: Any  # acting-noise state: {} (SAC, TD3's Gaussian) or OUState [num_envs, A]
     buffer: Any  # replay (fxrl.buffers, uniform), storage written in place
     key: Tensor  # [2]
     steps: Tensor  # [] int64 env steps so far
@@ -163,6 +164,11 @@ def _split(key: Tensor, num: int) -> list[Tensor]:
     return [k.clone(memory_format=torch.contiguous_format) for k in keys.unbind(-2)]
 
 
+def _expand(done: Tensor, x: Tensor) -> Tensor:
+    """``done [N]`` viewed to broadcast against ``x [N, ...]``."""
+    return done.reshape(tuple(done.shape) + (1,) * (x.ndim - done.ndim))
+
+
 def _own_memory(state: Any, key: Tensor) -> Any:
     """Every leaf copied so that it depends on ``key``. Under ``vmap(init)`` the empty
     replay storage would be a stride-0 expand over seeds, which in-place writes refuse."""
@@ -173,13 +179,16 @@ def _own_memory(state: Any, key: Tensor) -> Any:
 def make_offpolicy(
     config: Any,
     benv: envs.Env,
-    act: Callable[[Any, Tensor, Tensor, Tensor], Tensor],
+    act: Callable[[Any, Tensor, Tensor, Tensor, Any], tuple[Tensor, Any]],
     learn: Callable[..., tuple[tuple, dict[str, Tensor]]],
 ) -> Callable[[TrainState], tuple[TrainState, dict[str, Tensor]]]:
     """The update of an off-policy agent from its two pieces (shared by SAC and TD3).
 
     Args:
-      act: ``act(params, obs [N, O], key [2], random_phase [] bool) -> action [N, A]``.
+      act: ``act(params, obs [N, O], key [2], random_phase [] bool, noise) ->
+        (action [N, A], noise)``; ``noise`` is the acting-noise state carried in the
+        TrainState (``{}`` for none; every leaf ``[N, ...]``, zeroed where an episode
+        ended, so that correlated noise starts afresh with each episode).
       learn: ``learn(learner, batch, key, learning) -> (learner, metrics)``, one
         gradient step on a sampled ``batch``; ``learner = (params, target_params,
         opt_state, gradient_steps)``; with ``learning`` False it returns ``learner``
@@ -192,15 +201,17 @@ def make_offpolicy(
     steps_per_update = config.num_envs * config.rollout_steps
 
     def env_step(params: Any, random_phase: Tensor, carry: tuple) -> tuple[tuple, dict]:
-        env_state, obs, key = carry
+        env_state, obs, noise, key = carry
         key, k_act = _split(key, 2)
-        action = act(params, obs, k_act, random_phase)
+        action, noise = act(params, obs, k_act, random_phase, noise)
         env_state, ts = benv.step(env_state, action)
+        done = ts.terminated | ts.truncated
+        noise = tree.map(lambda x: torch.where(_expand(done, x), torch.zeros_like(x), x), noise)
         out = {"obs": obs, "action": action, "reward": ts.reward, "next_obs": ts.obs,
                "terminated": ts.terminated, "truncated": ts.truncated,
                "episode_return": ts.info["episode_return"],
                "episode_length": ts.info["episode_length"]}  # fmt: skip
-        return (env_state, ts.info["next_obs"], key), out
+        return (env_state, ts.info["next_obs"], noise, key), out
 
     def add(buffer: Any, traj: dict) -> Any:
         fields = ("obs", "action", "reward", "next_obs", "terminated")
@@ -231,10 +242,10 @@ def make_offpolicy(
             key, k_roll, k_learn = _split(state.key, 3)
             random_phase = state.steps < config.learning_starts
             # collect: rollout_steps steps of num_envs envs, into the replay buffer
-            carry = (state.env_state, state.obs, k_roll)
+            carry = (state.env_state, state.obs, state.noise, k_roll)
             carry, traj = loop(lambda c, _: step_(state.params, random_phase, c), carry,
                                config.rollout_steps)  # fmt: skip
-            env_state, obs, _ = carry
+            env_state, obs, noise, _ = carry
             buffer = add_(state.buffer, traj)
             steps = state.steps + steps_per_update
             learning = steps >= config.learning_starts
@@ -245,7 +256,8 @@ def make_offpolicy(
             params, target, opt_state, count = learner
             # report
             metrics = report_(traj, steps, count, learning, m)
-            new = TrainState(params, target, opt_state, env_state, obs, buffer, key, steps, count)
+            new = TrainState(params, target, opt_state, env_state, obs, noise, buffer, key, steps,
+                             count)  # fmt: skip
             return new, metrics
 
         return update
@@ -268,9 +280,16 @@ def make_offpolicy(
 
 
 def init_state(
-    config: Any, benv: envs.Env, key: Tensor, params: dict, target: dict, opt_state: dict
+    config: Any,
+    benv: envs.Env,
+    key: Tensor,
+    params: dict,
+    target: dict,
+    opt_state: dict,
+    noise: Any = None,
 ) -> TrainState:
-    """A fresh TrainState: env reset, an empty uniform buffer, counters at 0."""
+    """A fresh TrainState: env reset, an empty uniform buffer, counters at 0, the acting
+    noise state ``noise`` (default ``{}``: none)."""
     k_env, k_state = random.split(key).unbind(-2)
     env_state, ts = benv.reset(k_env)
     spec = benv.action_spec
@@ -278,8 +297,9 @@ def init_state(
            "next_obs": ts.obs[0], "terminated": ts.terminated[0]}  # fmt: skip
     buffer = buffers.init(one, config.buffer_size)
     zero = torch.zeros((), dtype=torch.int64)
-    state = TrainState(params, target, opt_state, env_state, ts.info["next_obs"], buffer,
-                       k_state, zero, zero)  # fmt: skip
+    noise = {} if noise is None else noise
+    state = TrainState(params, target, opt_state, env_state, ts.info["next_obs"], noise,
+                       buffer, k_state, zero, zero)  # fmt: skip
     return _own_memory(state, key)
 
 
@@ -314,11 +334,11 @@ def make(config: Config) -> Algorithm:
         ``"random"`` a draw (needs ``key``); always inside the action Box."""
         return distributions.draw(actor_dist(params["actor"], obs), key, mode)
 
-    def act(params: Any, obs: Tensor, key: Tensor, random_phase: Tensor) -> Tensor:
+    def act(params: Any, obs: Tensor, key: Tensor, random_phase: Tensor, noise: Any) -> tuple:
         k_uniform, k_policy = random.split(key).unbind(-2)
         uniform = spec.sample(k_uniform, (config.num_envs,)).to(env.dtype)
         drawn = actor_dist(params["actor"], obs).sample(k_policy)
-        return torch.where(random_phase, uniform, drawn)
+        return torch.where(random_phase, uniform, drawn), noise  # SAC's noise is its policy
 
     def loss_fn(params: Any, target: Any, batch: dict, key: Tensor) -> tuple[Tensor, dict]:
         return objectives.sac_loss(
@@ -399,6 +419,12 @@ def train_host(
         raise ValueError(
             f"train_host: env has batch shape {tuple(env.batch_shape)}; the config expects "
             f"({config.num_envs},). Use fxrl.envs.gym({config.env!r}, num_envs={config.num_envs})."
+        )
+    if getattr(config, "noise_type", "gaussian") != "gaussian":
+        raise ValueError(
+            f"train_host: noise_type={config.noise_type!r} keeps a noise state per env, which "
+            "fxrl.collector's stateless policies cannot carry; use noise_type='gaussian' on "
+            "host envs, or the pure env (td3.train) for Ornstein-Uhlenbeck noise."
         )
     total = config.total_steps if total_steps is None else total_steps
     k_init, k_collect, k_learn = random.split(key, 3).unbind(-2)

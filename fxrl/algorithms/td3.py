@@ -5,8 +5,11 @@
     state, metrics = algo.update(state)     # collect num_envs x rollout_steps, then learn
 
 One ``update`` steps ``num_envs`` pure envs ``rollout_steps`` times with the deterministic
-actor's action plus Gaussian noise (``exploration.gaussian_noise``; uniform in the action
-Box for the first ``learning_starts`` env steps), adds the transitions to the uniform
+actor's action plus exploration noise (uniform in the action Box for the first
+``learning_starts`` env steps): independent Gaussian noise per step
+(``exploration.gaussian_noise``, the default) or, with ``noise_type="ou"``,
+Ornstein-Uhlenbeck noise (``exploration.ornstein_uhlenbeck``) whose state lives in the
+TrainState's ``noise`` leaf and restarts at 0 with each episode. Then it adds the transitions to the uniform
 replay buffer, then takes ``gradient_steps`` steps of ``objectives.td3_loss``: twin
 critics (a 2-member ensemble) trained every step on the clipped double-Q target with
 target policy smoothing; the actor, and both targets (``soft_update``), only every
@@ -17,7 +20,13 @@ so is ``train_host`` (gymnasium envs through ``fxrl.collector``).
 
 Noise scales (``exploration_noise``, ``policy_noise``, ``noise_clip``) are in units of the
 action Box's half-width, as in the paper (whose actions are in [-1, 1]): on Pendulum-v1
-(torques in [-2, 2]) ``exploration_noise=0.1`` is a torque noise of std 0.2.
+(torques in [-2, 2]) ``exploration_noise=0.1`` is a torque noise of std 0.2. For OU noise
+``exploration_noise`` is the std of each step's innovation, in DDPG's discrete form
+``x' = x - ou_theta x + exploration_noise N(0, 1)``: the noise keeps its sign for about
+``1 / ou_theta`` steps and its stationary std is
+``exploration_noise / sqrt(ou_theta (2 - ou_theta))``. Independent noise moves a car
+like a random walk; a hill such as MountainCarContinuous-v0's needs pushes held for tens
+of steps, which OU noise gives (``ou_theta=0.05, exploration_noise=0.3``).
 """
 
 from __future__ import annotations
@@ -45,6 +54,8 @@ from fxrl.algorithms.sac import (
 
 __all__ = ["Config", "TrainState", "make", "train", "train_host"]
 
+NOISE_TYPES = ("gaussian", "ou")
+
 
 @dataclasses.dataclass(frozen=True)
 class Config:
@@ -65,6 +76,8 @@ class Config:
     tau: float = 0.005  # target <- target + tau (online - target), with each actor step
     policy_delay: int = 2  # one actor (and target) update per this many critic updates
     exploration_noise: float = 0.1  # std of the acting noise (action half-widths)
+    noise_type: str = "gaussian"  # acting noise: "gaussian" (per step) or "ou" (correlated)
+    ou_theta: float = 0.15  # OU noise's pull to 0 per step: it lasts ~1/ou_theta steps
     policy_noise: float = 0.2  # std of the target smoothing noise (action half-widths)
     noise_clip: float = 0.5  # the smoothing noise is clipped to +-this (action half-widths)
     learning_starts: int = 1_000  # env steps of uniform random actions before learning
@@ -80,6 +93,9 @@ class Config:
             check_config(self, f, float(getattr(self, f)) > 0, "a positive number")
         for f in ("exploration_noise", "policy_noise", "noise_clip"):
             check_config(self, f, float(getattr(self, f)) >= 0, "a number >= 0")
+        check_config(self, "noise_type", self.noise_type in NOISE_TYPES,
+                     f"one of {NOISE_TYPES}")  # fmt: skip
+        check_config(self, "ou_theta", 0.0 < float(self.ou_theta) <= 1.0, "a number in (0, 1]")
         check_config(self, "gamma", 0.0 <= float(self.gamma) <= 1.0, "a number in [0, 1]")
         check_config(self, "tau", 0.0 < float(self.tau) <= 1.0, "a number in (0, 1]",
                      "TorchRL's SoftUpdate(eps=0.995) is tau=0.005.")  # fmt: skip
@@ -108,7 +124,9 @@ def make(config: Config) -> Algorithm:
 
     def policy(params: Any, obs: Tensor, key: Tensor | None = None, mode: str = "mode") -> Tensor:
         """Action [*B, A] for ``obs [*B, obs_dim]``: ``"mode"``/``"mean"`` the actor's,
-        ``"random"`` with the exploration noise (needs ``key``); inside the action Box."""
+        ``"random"`` with Gaussian noise of std ``exploration_noise`` (needs ``key``;
+        stateless, also for ``noise_type="ou"``, whose state only training carries);
+        inside the action Box."""
         action = actor(params["actor"], obs)
         if mode in ("mode", "mean"):
             return action
@@ -117,11 +135,17 @@ def make(config: Config) -> Algorithm:
                              "'mode' (deterministic) or 'random' with a key [2].")  # fmt: skip
         return exploration.gaussian_noise(key, action, spec, config.exploration_noise * half)
 
-    def act(params: Any, obs: Tensor, key: Tensor, random_phase: Tensor) -> Tensor:
+    def act(params: Any, obs: Tensor, key: Tensor, random_phase: Tensor, noise: Any) -> tuple:
         k_uniform, k_noise = random.split(key).unbind(-2)
         uniform = spec.sample(k_uniform, (config.num_envs,)).to(env.dtype)
-        noisy = policy(params, obs, k_noise, mode="random")
-        return torch.where(random_phase, uniform, noisy)
+        if config.noise_type == "ou":
+            noisy, noise = exploration.ornstein_uhlenbeck(
+                k_noise, actor(params["actor"], obs), noise, spec, half,
+                theta=config.ou_theta, sigma=config.exploration_noise, dt=1.0,
+            )  # fmt: skip
+        else:
+            noisy = policy(params, obs, k_noise, mode="random")
+        return torch.where(random_phase, uniform, noisy), noise
 
     def learn(learner: tuple, batch: dict, key: Tensor, learning: Tensor) -> tuple[tuple, dict]:
         params, target, opt_state, count = learner
@@ -152,7 +176,8 @@ def make(config: Config) -> Algorithm:
         k_actor, k_critic, k_rest = random.split(key, 3).unbind(-2)
         params = {"actor": actor_net.init(k_actor), "critic": twin_init(critic, k_critic)}
         target = tree.map(torch.clone, params)
-        return init_state(config, benv, k_rest, params, target, opt_init(params))
+        noise = exploration.ou_init(spec, (config.num_envs,)) if config.noise_type == "ou" else {}
+        return init_state(config, benv, k_rest, params, target, opt_init(params), noise)
 
     update = make_offpolicy(config, benv, act, learn)
     return Algorithm(init, update, policy, config, env, config.num_envs * config.rollout_steps)

@@ -37,7 +37,8 @@ def test_config_defaults_suit_pendulum():
     [("policy_delay", 0, "positive int"), ("exploration_noise", -0.1, ">= 0"),
      ("policy_noise", -1.0, ">= 0"), ("noise_clip", -0.5, ">= 0"), ("tau", 1.5, r"\(0, 1\]"),
      ("gamma", -0.1, r"\[0, 1\]"), ("critic_lr", 0.0, "positive number"),
-     ("learning_starts", 1.5, "int >= 0"), ("hidden", (64, 0), "non-empty tuple")],
+     ("learning_starts", 1.5, "int >= 0"), ("hidden", (64, 0), "non-empty tuple"),
+     ("noise_type", "pink", r"one of \('gaussian', 'ou'\)"), ("ou_theta", 0.0, r"\(0, 1\]")],
 )  # fmt: skip
 def test_config_rejects_bad_values_naming_field_value_and_what_is_allowed(field, value, allowed):
     with pytest.raises(
@@ -162,8 +163,9 @@ def test_actor_and_targets_move_only_every_policy_delay_critic_steps():
         state = new
 
 
-def test_vmapped_seeds_equal_separate_runs():
-    algo = td3.make(td3.Config(**SMALL))
+@pytest.mark.parametrize("noise_type", ["gaussian", "ou"])
+def test_vmapped_seeds_equal_separate_runs(noise_type):
+    algo = td3.make(td3.Config(**SMALL, noise_type=noise_type))
     init, update = core.batched(algo, 2, compile=False)  # vmap(init), vmap(update)
     key = random.key(3)
     batched, m_batched = _run(update, init(key), 4)
@@ -174,6 +176,45 @@ def test_vmapped_seeds_equal_separate_runs():
                            rtol=1e-5, atol=1e-6)  # fmt: skip
         assert_trees_close(tree.index(m_batched, (slice(None), i)), m_single, rtol=1e-5,
                            atol=1e-6)  # fmt: skip
+        assert_trees_close(tree.index(batched.noise, i), single.noise, rtol=1e-5, atol=1e-6)
+
+
+def test_ou_noise_lives_in_the_state_follows_its_recursion_and_restarts_each_episode():
+    # Pendulum-v1: every env is truncated at step 200, so both restarts are seen
+    theta, sigma, n = 0.1, 0.3, 4
+    config = td3.Config(num_envs=n, rollout_steps=1, gradient_steps=1, buffer_size=2048,
+                        batch_size=8, learning_starts=0, hidden=(16, 16), noise_type="ou",
+                        ou_theta=theta, exploration_noise=sigma)  # fmt: skip
+    algo = td3.make(config)
+    state = algo.init(random.key(4))
+    assert torch.equal(state.noise.noise, torch.zeros(n, 1))
+    assert td3.make(td3.Config(**SMALL)).init(random.key(4)).noise == {}  # Gaussian: no state
+    innovations, restarts = [], 0
+    for i in range(420):
+        x, greedy = state.noise.noise, algo.policy(state.params, state.obs)
+        state, m = algo.update(state)
+        action = state.buffer.storage["action"][i * n : (i + 1) * n]
+        if int(m["episodes"]) > 0:  # the episode ended on this step: the noise restarts
+            assert int(m["episodes"]) == n and (i + 1) % 200 == 0
+            assert torch.equal(state.noise.noise, torch.zeros(n, 1))
+            restarts += 1
+            continue
+        new = state.noise.noise
+        # the action taken is the actor's plus the new noise in half-widths (2), in the Box
+        torch.testing.assert_close(action, (greedy + 2.0 * new).clamp(-2.0, 2.0))
+        innovations.append((new - (1 - theta) * x) / sigma)
+    assert restarts == 2
+    eps = torch.cat(innovations).flatten()  # ~1670 draws that must be N(0, 1)
+    assert float(eps.mean()) == pytest.approx(0.0, abs=0.12)
+    assert float(eps.std()) == pytest.approx(1.0, abs=0.08)
+
+
+def test_train_host_refuses_ou_noise_it_cannot_carry():
+    from fxrl import envs
+
+    algo = td3.make(td3.Config(**SMALL, noise_type="ou"))
+    with pytest.raises(ValueError, match=r"train_host: noise_type='ou'.*noise_type='gaussian'"):
+        td3.train_host(algo, envs.gym("Pendulum-v1", num_envs=2), random.key(0))
 
 
 @pytest.mark.slow
