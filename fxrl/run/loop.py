@@ -153,13 +153,20 @@ def _expect(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_finite(iteration: int, metrics: dict[str, torch.Tensor], state: Any) -> None:
-    bad = {k: v for k, v in metrics.items() if "loss" in k and not bool(torch.isfinite(v).all())}
+    """Stop on non-finite params or an infinite loss. A NaN loss alone is a loss not
+    computed this iteration (SAC and TD3 before ``learning_starts``, TD3's actor between
+    its delayed steps); a diverged run's NaN loss has NaN gradients, so its params show it."""
+    losses = {k: v for k, v in metrics.items() if "loss" in k}
+    bad_params = {}
     params = getattr(state, "params", None)
     if params is not None:
         for name, leaf in zip(tree.path_names(params, "/"), tree.leaves(params), strict=True):
             if leaf.is_floating_point() and not bool(torch.isfinite(leaf).all()):
-                bad[f"params/{name}"] = leaf
-    if bad:
+                bad_params[f"params/{name}"] = leaf
+    if bad_params or any(bool(torch.isinf(v).any()) for v in losses.values()):
+        # name the losses first: they are what a user recognises
+        bad = {k: v for k, v in losses.items() if not bool(torch.isfinite(v).all())}
+        bad.update(bad_params)
         name, value = next(iter(bad.items()))
         seeds = torch.nonzero(~torch.isfinite(value.reshape(value.shape[0], -1)).all(-1))
         raise NonFiniteError(

@@ -76,6 +76,25 @@ def test_a_nan_loss_stops_the_run_naming_iteration_and_metric(tmp_path):
     assert max(r["iteration"] for r in read_rows(d / "metrics.jsonl")) == 3
 
 
+def test_td3_with_ou_noise_runs_through_nan_losses_before_learning_and_resumes(tmp_path):
+    # Off-policy losses are NaN while nothing is learnt (before learning_starts; TD3's
+    # actor loss between delayed steps): not a divergence. The OU noise state and the
+    # replay buffer are in the checkpoint, so the resumed run equals the whole one.
+    from fxrl.algorithms import td3
+
+    config = td3.Config(env="MountainCarContinuous-v0", total_steps=48, num_envs=2,
+                        rollout_steps=4, buffer_size=64, batch_size=8, learning_starts=16,
+                        hidden=(8, 8), noise_type="ou")  # fmt: skip
+    whole = train("td3", config, tmp_path / "whole", num_seeds=2, quiet=True)
+    rows = read_rows(whole.run_dir / "metrics.jsonl")
+    assert rows[0]["critic_loss"] is None and math.isfinite(rows[-1]["critic_loss"])  # NaN: null
+    assert bool((whole.state.noise.noise != 0).any())
+    part = train("td3", config, tmp_path / "part", num_seeds=2, quiet=True, max_iterations=3)
+    resumed = resume(part.run_dir, quiet=True)
+    assert resumed.iteration == whole.iteration == 6
+    assert leaves_equal(resumed.state, whole.state)
+
+
 def test_train_refuses_a_directory_that_holds_a_run(tmp_path):
     run(tmp_path, "r", total_steps=16)
     with pytest.raises(FileExistsError, match="fxrl resume"):

@@ -30,7 +30,7 @@ class Config:
     lr: float = 0.01
     """Adam learning rate."""
     poison_iteration: int = 0
-    """Make the loss NaN at this iteration (0: never)."""
+    """Make the loss and its gradient NaN at this iteration (0: never)."""
 
 
 @tree.dataclass
@@ -67,7 +67,9 @@ def make(config: Config) -> Algorithm:
         logits = traj["obs"] @ params["w"] + params["b"]
         logp = distributions.categorical(logits).log_prob(traj["action"])
         loss = -(logp * (traj["reward"] - 0.5)).mean()
-        return torch.where(poison, torch.full_like(loss, float("nan")), loss)
+        # NaN times the loss: the loss and its gradient are NaN, so the params go NaN too,
+        # as in a run that diverged
+        return loss * torch.where(poison, float("nan"), 1.0)
 
     def update(state):
         key, k_roll = random.split(state.key)
