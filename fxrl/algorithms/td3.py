@@ -9,12 +9,13 @@ actor's action plus exploration noise (uniform in the action Box for the first
 ``learning_starts`` env steps): independent Gaussian noise per step
 (``exploration.gaussian_noise``, the default) or, with ``noise_type="ou"``,
 Ornstein-Uhlenbeck noise (``exploration.ornstein_uhlenbeck``) whose state lives in the
-TrainState's ``noise`` leaf and restarts at 0 with each episode. Then it adds the transitions to the uniform
-replay buffer, then takes ``gradient_steps`` steps of ``objectives.td3_loss``: twin
-critics (a 2-member ensemble) trained every step on the clipped double-Q target with
-target policy smoothing; the actor, and both targets (``soft_update``), only every
-``policy_delay``-th gradient step, chosen with ``torch.where`` on the step count so that
-one graph serves every step under vmap and compile. The collect / add / learn skeleton
+TrainState's ``noise`` leaf and restarts at 0 with each episode. Then it adds the
+transitions to the uniform replay buffer and takes ``gradient_steps`` steps of
+``objectives.td3_loss``: twin critics (a 2-member ensemble) trained every step on the
+clipped double-Q target with target policy smoothing; the actor, and both targets
+(``soft_update``), only every ``policy_delay``-th gradient step, chosen with
+``torch.where`` on the step count so that one graph serves every step under vmap and
+compile. The collect / add / learn skeleton
 (and its staged, compiled form) is ``sac.make_offpolicy``; the TrainState is SAC's, and
 so is ``train_host`` (gymnasium envs through ``fxrl.collector``).
 
