@@ -110,7 +110,8 @@ class Collector:
                 steps.append(self._step(params, keys[t], action, returns, lengths))
         batch = tree.stack(steps)
         if self.flat and self.env.batch_shape:
-            batch = tree.map(lambda x: x.reshape(self.frames_per_batch, *x.shape[2:]), batch)
+            event = 1 + len(self.env.batch_shape)  # leaves are [T, *batch_shape, ...]
+            batch = tree.map(lambda x: x.reshape(self.frames_per_batch, *x.shape[event:]), batch)
         self.frames += self.frames_per_batch
         self.batches += 1
         stats = {

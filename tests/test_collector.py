@@ -33,6 +33,16 @@ def test_frame_counts_and_the_number_of_batches():
     assert steps["obs"].shape == (12, 4, 4)
 
 
+def test_flat_batches_of_a_two_dim_batch_env_are_its_unflat_batches_reshaped():
+    env = envs.batch(envs.batch(envs.make("CartPole-v1"), 3), 2)  # batch_shape (2, 3)
+    flat, _ = next(collector(env, _random_policy, None, random.key(0), 24))
+    steps, _ = next(collector(env, _random_policy, None, random.key(0), 24, flat=False))
+    assert steps["obs"].shape == (4, 2, 3, 4) and flat["obs"].shape == (24, 4)
+    for name, x in steps.items():
+        if isinstance(x, torch.Tensor):  # frame t * 6 + i is step t of env i (row-major)
+            assert torch.equal(flat[name], x.reshape(24, *x.shape[3:])), name
+
+
 def test_trajectory_ids_change_exactly_after_episode_ends_and_are_never_reused():
     n = 4
     env = envs.batch(envs.make("CartPole-v1"), n)
