@@ -164,11 +164,6 @@ def _split(key: Tensor, num: int) -> list[Tensor]:
     return [k.clone(memory_format=torch.contiguous_format) for k in keys.unbind(-2)]
 
 
-def _expand(done: Tensor, x: Tensor) -> Tensor:
-    """``done [N]`` viewed to broadcast against ``x [N, ...]``."""
-    return done.reshape(tuple(done.shape) + (1,) * (x.ndim - done.ndim))
-
-
 def _own_memory(state: Any, key: Tensor) -> Any:
     """Every leaf copied so that it depends on ``key``. Under ``vmap(init)`` the empty
     replay storage would be a stride-0 expand over seeds, which in-place writes refuse."""
@@ -206,7 +201,7 @@ def make_offpolicy(
         action, noise = act(params, obs, k_act, random_phase, noise)
         env_state, ts = benv.step(env_state, action)
         done = ts.terminated | ts.truncated
-        noise = tree.map(lambda x: torch.where(_expand(done, x), torch.zeros_like(x), x), noise)
+        noise = tree.where(done, tree.map(torch.zeros_like, noise), noise)
         out = {"obs": obs, "action": action, "reward": ts.reward, "next_obs": ts.obs,
                "terminated": ts.terminated, "truncated": ts.truncated,
                "episode_return": ts.info["episode_return"],

@@ -15,9 +15,9 @@ transitions to the uniform replay buffer and takes ``gradient_steps`` steps of
 clipped double-Q target with target policy smoothing; the actor, and both targets
 (``soft_update``), only every ``policy_delay``-th gradient step, chosen with
 ``torch.where`` on the step count so that one graph serves every step under vmap and
-compile. The collect / add / learn skeleton
-(and its staged, compiled form) is ``sac.make_offpolicy``; the TrainState is SAC's, and
-so is ``train_host`` (gymnasium envs through ``fxrl.collector``).
+compile. The collect / add / learn skeleton (and its staged, compiled form) is
+``sac.make_offpolicy``; the TrainState is SAC's, and so is ``train_host`` (gymnasium envs
+through ``fxrl.collector``).
 
 Noise scales (``exploration_noise``, ``policy_noise``, ``noise_clip``) are in units of the
 action Box's half-width, as in the paper (whose actions are in [-1, 1]): on Pendulum-v1
