@@ -95,6 +95,19 @@ class Env:
         """The observation of ``state`` (what the last TimeStep told the policy to act on)."""
         raise NotImplementedError(f"{type(self).__name__} does not define observe(state).")
 
+    def render(self, state: State) -> Tensor:
+        """A picture of ``state``: uint8 RGB ``[*batch_shape, H, W, 3]``.
+
+        A pure torch function of the state (no host drawing library), so it vmaps,
+        compiles with ``fxrl.compile`` and exports; wrappers forward it to the env inside.
+        """
+        raise NotImplementedError(
+            f"{self!r} does not define render(state): {type(self).__name__} needs a "
+            "render(self, state) method, a pure torch function returning uint8 [H, W, 3] "
+            "(see fxrl.envs.draw). Host envs render through gymnasium instead "
+            "(render_mode='rgb_array')."
+        )
+
     def step_count(self, state: State) -> Tensor:
         """Steps since the episode began: ``state.t`` unless the env says otherwise."""
         if not hasattr(state, "t"):
@@ -151,6 +164,10 @@ class Wrapper(Env):
 
     def step_count(self, state: State) -> Tensor:
         return self.env.step_count(state.inner)
+
+    def render(self, state: State) -> Tensor:
+        """The inner env's picture of the inner state (``state.inner``)."""
+        return self.env.render(state.inner)
 
     def unwrapped(self) -> Env:
         """The innermost env."""

@@ -236,6 +236,9 @@ class TimeLimit(Wrapper):
     def step_count(self, state: Any) -> Tensor:
         return self.env.step_count(state)
 
+    def render(self, state: Any) -> Tensor:
+        return self.env.render(state)
+
 
 def time_limit(env: Env, max_steps: int) -> TimeLimit:
     """Truncate episodes after ``max_steps`` steps of ``env``; must sit inside
@@ -311,6 +314,10 @@ class Batch(Wrapper):
 
     def observe(self, state: Any) -> Any:
         return self._observe(state)
+
+    def render(self, state: Any) -> Tensor:
+        """One picture per env: uint8 [num_envs, H, W, 3] (the env's render under vmap)."""
+        return torch.func.vmap(self.env.render)(state)
 
     def step_count(self, state: Any) -> Tensor:
         return self.env.step_count(state)
