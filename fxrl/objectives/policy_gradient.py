@@ -153,11 +153,11 @@ def a2c_loss(
     """Advantage actor-critic loss (Mnih et al. 2016), nets passed as for ``ppo_loss``.
 
     ``loss = -mean(log_prob * advantage) + vf_coef * mean((v - value_target)^2) / 2
-    - ent_coef * mean(entropy)``; the advantage is a constant (no gradient).
+    - ent_coef * mean(entropy)``; the advantage is a constant (no gradient). The other
+    arguments are as in ``ppo_loss``.
 
     Args:
       batch: ``obs, action, advantage, value_target`` with leading dims ``[*B]``.
-      Others as in ``ppo_loss``.
     Returns:
       ``(loss [], metrics)`` with detached ``loss, policy_loss, value_loss, entropy``.
     """
