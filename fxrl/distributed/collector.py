@@ -237,6 +237,7 @@ class RayCollector:
             if out["pid"] != self._pid[task["on"]]:  # a restarted worker ran it
                 self._pid[task["on"]] = out["pid"]
                 self.resubmitted += 1
+                self._refresh_info(task["on"], out["pid"])
             if "snapshot" in out:
                 self._snapshots[task["worker"]] = out.pop("snapshot")
             return task, out
@@ -253,6 +254,16 @@ class RayCollector:
         # (_submit picks it, the dead one being suspect). Host env state lives on its
         # actor, which is gone: _submit's wait for it ends in a WorkerError.
         self._submit({**task, "attempt": task["attempt"] + 1}, task["on"])
+
+    def _refresh_info(self, w: int, pid: int) -> None:
+        """``info[w]`` from the restarted process that answered as worker ``w`` (its own
+        compile time and cache counters); left as it was if that process is gone again."""
+        try:
+            info = ray.get(self.workers[w].describe.remote(), timeout=self.timeout_s)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return
+        if info["pid"] == pid:
+            self.info[w] = info
 
     def _first_alive(self, order: list[int]) -> int:
         """The first of ``order`` whose actor answers, waiting while they restart."""
