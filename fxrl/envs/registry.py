@@ -12,6 +12,7 @@ from fxrl.envs.acrobot import Acrobot
 from fxrl.envs.cartpole import CartPole
 from fxrl.envs.continuous_mountain_car import ContinuousMountainCar
 from fxrl.envs.core import Env
+from fxrl.envs.minatar import registered as _minatar_ids
 from fxrl.envs.mountain_car import MountainCar
 from fxrl.envs.pendulum import Pendulum
 from fxrl.envs.wrappers import auto_reset as _auto_reset
@@ -20,13 +21,15 @@ from fxrl.envs.wrappers import time_limit
 
 __all__ = ["make", "registered"]
 
-# id -> (env class, gymnasium's max_episode_steps)
-_REGISTRY: dict[str, tuple[type[Env], int]] = {
+# id -> (env class, gymnasium's max_episode_steps; None: the env ends its episodes itself)
+_REGISTRY: dict[str, tuple[type[Env], int | None]] = {
     "CartPole-v1": (CartPole, 500),
     "Pendulum-v1": (Pendulum, 200),
     "MountainCar-v0": (MountainCar, 200),
     "MountainCarContinuous-v0": (ContinuousMountainCar, 999),
     "Acrobot-v1": (Acrobot, 500),
+    # MinAtar: gymnax's max_steps_in_episode (the package has none); see fxrl/envs/minatar
+    **_minatar_ids(),
 }
 
 _DEFAULT: Any = object()
