@@ -6,12 +6,15 @@
     envs = fxrl.envs.batch(env, 4096)            # torch.func.vmap over envs
 
 Built in: CartPole-v1, Pendulum-v1, MountainCar-v0, MountainCarContinuous-v0, Acrobot-v1,
-each checked against gymnasium. Wrappers: auto_reset, time_limit, batch, transform,
-episode_stats, checked. Atari: atari (ale-py, one game or its vector env), atari_screen
-(ale-py's own frame preprocessing as a transform, for exported policies).
+each checked against gymnasium; the MinAtar games (``fxrl.envs.minatar``: Breakout-,
+Freeway-, Asterix-MinAtar...), checked against the minatar package. Wrappers:
+auto_reset, time_limit, batch, transform, episode_stats, checked. Atari: atari (ale-py,
+one game or its vector env), atari_screen (ale-py's own frame preprocessing as a
+transform, for exported policies).
 Out, as gymnasium / Stable-Baselines3 envs: to_gymnasium, to_sb3.
 """
 
+from fxrl.envs import minatar
 from fxrl.envs.acrobot import Acrobot
 from fxrl.envs.atari import atari
 from fxrl.envs.atari_vector import atari_screen
@@ -61,6 +64,7 @@ __all__ = [
     "episode_stats",
     "gym",
     "make",
+    "minatar",
     "params_as_tensors",
     "registered",
     "time_limit",
