@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from fxrl import specs, tree
+from fxrl.envs import draw
 from fxrl.envs.core import Env, TimeStep, params_as_tensors
 from fxrl.envs.noise import uniforms
 
@@ -162,3 +163,40 @@ class Acrobot(Env):
             ],
             dim=-1,
         )
+
+    def render(self, state: AcrobotState) -> Tensor:
+        """gymnasium's picture of the state: uint8 [*batch, 500, 500, 3], the two cyan
+        links hanging from the centre (down at angle 0), yellow joints, and the black bar
+        the tip must swing above (one link length up). Link 2 is drawn 1 long, as
+        gymnasium's ``LINK_LENGTH_2`` (its dynamics do not use it)."""
+        size = 500
+        length_1 = state.params.link_length_1.float()
+        scale = size / (2 * (length_1 + 1.0 + 0.2))
+        offset = size / 2
+        x, y = draw.grid(size, size, device=state.theta1.device)
+        image = draw.canvas(size, size, device=state.theta1.device)
+        bar_y = torch.trunc(1.0 * scale + offset)
+        bar = draw.segment(x, y, -2.2 * scale + offset, bar_y, 2.2 * scale + offset, bar_y)
+        image = draw.paint(image, bar, draw.BLACK)
+        theta1, theta2 = state.theta1.float(), state.theta2.float()
+        elbow = (length_1 * torch.sin(theta1) * scale, -length_1 * torch.cos(theta1) * scale)
+        links = [
+            ((0.0, 0.0), theta1 - math.pi / 2, length_1 * scale),
+            (elbow, theta1 + theta2 - math.pi / 2, 1.0 * scale),
+        ]
+        for (jx, jy), angle, length in links:
+            jx, jy = jx + offset, jy + offset
+            half = 0.1 * scale
+            corners = [(0.0, -half), (0.0, half), (length, half), (length, -half)]
+            link = []
+            for cx, cy in corners:
+                rx, ry = draw.rotate(cx, cy, angle)
+                link.append((rx + jx, ry + jy))
+            image = draw.paint(image, draw.polygon(x, y, link), (0, 204, 204))
+            joint = draw.circle(x, y, _trunc(jx), _trunc(jy), torch.trunc(half))
+            image = draw.paint(image, joint, (204, 204, 0))
+        return image
+
+
+def _trunc(v: Any) -> Any:
+    return torch.trunc(v) if isinstance(v, Tensor) else float(math.trunc(v))

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from fxrl import specs, tree
+from fxrl.envs import draw
 from fxrl.envs.core import Env, TimeStep, params_as_tensors
 from fxrl.envs.noise import uniforms
 
@@ -117,3 +118,28 @@ class CartPole(Env):
 
     def observe(self, state: CartPoleState) -> Tensor:
         return torch.stack([state.x, state.x_dot, state.theta, state.theta_dot], dim=-1)
+
+    def render(self, state: CartPoleState) -> Tensor:
+        """gymnasium's picture of the state: uint8 [*batch, 400, 600, 3], a black cart on a
+        track 100 px up, a brown pole turned by ``theta`` (positive leans right), its blue
+        axle. Pure torch (``fxrl.envs.draw``): vmaps, compiles and exports."""
+        height, width = 400, 600
+        p = state.params
+        x, y = draw.grid(height, width, device=state.x.device)
+        scale = width / (2 * p.x_threshold.float())
+        cart_x = state.x.float() * scale + width / 2
+        cart_y, axle = 100.0, 100.0 + 30.0 / 4
+        image = draw.canvas(height, width, device=state.x.device)
+        cart = [(cart_x - 25, cart_y - 15), (cart_x - 25, cart_y + 15)]
+        cart += [(cart_x + 25, cart_y + 15), (cart_x + 25, cart_y - 15)]
+        image = draw.paint(image, draw.polygon(x, y, cart), draw.BLACK)
+        pole_len = scale * 2 * p.length.float()
+        corners = [(-5.0, -5.0), (-5.0, pole_len - 5), (5.0, pole_len - 5), (5.0, -5.0)]
+        pole = []
+        for cx, cy in corners:
+            rx, ry = draw.rotate(cx, cy, -state.theta.float())
+            pole.append((rx + cart_x, ry + axle))
+        image = draw.paint(image, draw.polygon(x, y, pole), (202, 152, 101))
+        hub = draw.circle(x, y, torch.trunc(cart_x), int(axle), 5.0)
+        image = draw.paint(image, hub, (129, 132, 203))
+        return draw.paint(image, y == cart_y, draw.BLACK)

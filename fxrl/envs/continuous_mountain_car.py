@@ -23,7 +23,7 @@ from torch import Tensor
 
 from fxrl import specs, tree
 from fxrl.envs.core import Env, TimeStep, params_as_tensors
-from fxrl.envs.mountain_car import reset_position
+from fxrl.envs.mountain_car import render_mountain_car, reset_position
 
 __all__ = ["ContinuousMountainCar", "ContinuousMountainCarParams", "ContinuousMountainCarState"]
 
@@ -107,3 +107,8 @@ class ContinuousMountainCar(Env):
 
     def observe(self, state: ContinuousMountainCarState) -> Tensor:
         return torch.stack([state.position, state.velocity], dim=-1)
+
+    def render(self, state: ContinuousMountainCarState) -> Tensor:
+        """gymnasium's picture of the state: uint8 [*batch, 400, 600, 3], the hill, the
+        car and the goal flag (``fxrl.envs.mountain_car.render_mountain_car``)."""
+        return render_mountain_car(state.position, state.params)

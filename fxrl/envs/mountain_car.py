@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from fxrl import specs, tree
+from fxrl.envs import draw
 from fxrl.envs.core import Env, TimeStep, params_as_tensors
 from fxrl.envs.noise import uniforms
 
@@ -98,3 +99,46 @@ class MountainCar(Env):
 
     def observe(self, state: MountainCarState) -> Tensor:
         return torch.stack([state.position, state.velocity], dim=-1)
+
+    def render(self, state: MountainCarState) -> Tensor:
+        """gymnasium's picture of the state: uint8 [*batch, 400, 600, 3] (see
+        ``render_mountain_car``)."""
+        return render_mountain_car(state.position, state.params)
+
+
+def render_mountain_car(position: Tensor, params: Any) -> Tensor:
+    """The hill ``0.45 sin(3 x) + 0.55`` as an antialiased black line, the black car tilted along it
+    with its two grey wheels, the goal flag (a yellow triangle on a pole): uint8
+    [*batch, 400, 600, 3] as gymnasium draws MountainCar-v0 and MountainCarContinuous-v0."""
+    height, width = 400, 600
+    low, high = params.min_position.float(), params.max_position.float()
+    scale = width / (high - low)
+    x, y = draw.grid(height, width, device=position.device)
+    image = draw.canvas(height, width, device=position.device)
+
+    def hill(pos: Tensor) -> Tensor:
+        return torch.sin(3 * pos) * 0.45 + 0.55
+
+    at = x / scale[..., None, None] + low[..., None, None]  # each column's position
+    slope = 3 * 0.45 * torch.cos(3 * at)  # d(hill * scale) / d(column)
+    image = draw.blend(image, draw.curve(y, hill(at) * scale[..., None, None], slope), draw.BLACK)
+    pos = position.float()
+    tilt = torch.cos(3 * pos)
+    base_x, base_y = (pos - low) * scale, 10 + hill(pos) * scale
+    car = []
+    for cx, cy in [(-20.0, 0.0), (-20.0, 20.0), (20.0, 20.0), (20.0, 0.0)]:
+        rx, ry = draw.rotate(cx, cy, tilt)
+        car.append((rx + base_x, ry + base_y))
+    image = draw.paint(image, draw.polygon(x, y, car), draw.BLACK)
+    for cx in (10.0, -10.0):
+        rx, ry = draw.rotate(cx, 0.0, tilt)
+        wheel = draw.circle(x, y, torch.trunc(rx + base_x), torch.trunc(ry + base_y), 8)
+        image = draw.paint(image, wheel, (128, 128, 128))
+    goal = params.goal_position.float()
+    flag_x = torch.trunc((goal - low) * scale)
+    flag_y1 = torch.trunc(hill(goal) * scale)
+    flag_y2 = flag_y1 + 50
+    pole = draw.segment(x, y, flag_x, flag_y1, flag_x, flag_y2, 1.0)
+    image = draw.paint(image, pole, draw.BLACK)
+    flag = [(flag_x, flag_y2), (flag_x, flag_y2 - 10), (flag_x + 25, flag_y2 - 5)]
+    return draw.paint(image, draw.polygon(x, y, flag), (204, 204, 0))

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from fxrl import specs, tree
+from fxrl.envs import draw
 from fxrl.envs.core import Env, TimeStep, params_as_tensors
 from fxrl.envs.noise import uniforms
 
@@ -96,3 +97,27 @@ class Pendulum(Env):
 
     def observe(self, state: PendulumState) -> Tensor:
         return torch.stack([torch.cos(state.angle), torch.sin(state.angle), state.velocity], -1)
+
+    def render(self, state: PendulumState) -> Tensor:
+        """gymnasium's picture of the state: uint8 [*batch, 500, 500, 3], a red rod of
+        length 1 from the centre (pointing up at angle 0, turning counterclockwise with
+        the angle), round ends, a black axle. gymnasium's torque arrow is not drawn: it
+        shows the last action, which the state does not hold."""
+        size = 500
+        scale = size / (2 * 2.2)
+        offset = float(size // 2)
+        red = (204, 77, 77)
+        x, y = draw.grid(size, size, device=state.angle.device)
+        turn = state.angle.float() + math.pi / 2
+        half = 0.1 * scale
+        rod = []
+        for cx, cy in [(0.0, -half), (0.0, half), (scale, half), (scale, -half)]:
+            rx, ry = draw.rotate(cx, cy, turn)
+            rod.append((rx + offset, ry + offset))
+        image = draw.canvas(size, size, device=state.angle.device)
+        image = draw.paint(image, draw.polygon(x, y, rod), red)
+        image = draw.paint(image, draw.circle(x, y, offset, offset, int(half)), red)
+        end_x, end_y = draw.rotate(scale, 0.0, turn)
+        end = draw.circle(x, y, torch.trunc(end_x + offset), torch.trunc(end_y + offset), int(half))
+        image = draw.paint(image, end, red)
+        return draw.paint(image, draw.circle(x, y, offset, offset, int(0.05 * scale)), draw.BLACK)
