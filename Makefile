@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fxrl-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench venv clean
+.PHONY: demo test lint bench venv clean web-deps
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -22,9 +22,18 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# npm packages of the web export (onnxruntime-web) and of its browser test (Chromium).
+NPM_STAMP := node_modules/.fxrl-installed
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NPM_STAMP)
+
+web-deps: $(NPM_STAMP)
+
 # A fresh inductor cache per run: the suite sees what a new machine sees (a test that only
 # passes on a warm cache fails here too); removed afterwards.
-test: lint
+test: lint web-deps
 	cache=$$(mktemp -d) && TORCHINDUCTOR_CACHE_DIR=$$cache $(PY) -m pytest -n 2 --dist loadfile \
 		$(PYTEST_ARGS); rc=$$?; rm -rf $$cache; exit $$rc
 
