@@ -3,6 +3,7 @@
     fxrl train ppo --env CartPole-v1 --seeds 8 --total-steps 200000 --lr 3e-4
     fxrl resume runs/ppo-CartPole-v1-...           # continue an interrupted run
     fxrl eval DIR --episodes 10 --gymnasium        # greedy returns, also in gymnasium's env
+    fxrl eval DIR --video agent.mp4                # also a video of the greedy agent (.gif)
     fxrl export DIR --format onnx                  # DIR/policy.onnx, preprocessing included
     fxrl plot DIR [DIR ...] --out compare.png      # overlay learning curves
     fxrl demo                                      # what `make demo` runs
@@ -127,13 +128,24 @@ def _eval(argv: list[str]) -> int:
     p.add_argument("--gymnasium", action="store_true", help="also play gymnasium's own env")
     p.add_argument("--checkpoint", default="latest", help="latest, previous or best")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
+    p.add_argument("--video", default=None, metavar="PATH", help="record the agent: out.mp4|.gif")
+    p.add_argument("--video-episodes", type=int, default=1, help="episodes in the video")
     a = p.parse_args(argv)
+    if a.video is not None:  # an unwritable extension fails before anything runs
+        from fxrl.run.video import check_path
+
+        check_path(a.video)
     _threads(a.threads)
     result = evaluate_run(
         a.dir, episodes=a.episodes, gymnasium=a.gymnasium, checkpoint_name=a.checkpoint
     )
     print(f"greedy return over {a.episodes} episodes at step {result['steps']:,}:")
     print(table(result))
+    if a.video is not None:
+        from fxrl.run.video import record_run
+
+        rec = record_run(a.dir, a.video, episodes=a.video_episodes, checkpoint_name=a.checkpoint)
+        print(f"{rec.path}: seed {rec.seed}, {len(rec.lengths)} episode(s) of {rec.lengths} steps")
     return 0
 
 
