@@ -77,13 +77,31 @@ class _Program:
         gm.graph.output_node().args = (tuple(keep),)
         gm.graph.eliminate_dead_code()
         gm.recompile()
-        with torch._C._DisableFuncTorch():  # an enclosing vmap must not see inductor's passes
+        # an enclosing vmap must not see inductor's passes; the tracing context gives
+        # inductor's on-disk FX graph cache the shape env it needs (see _cache_context)
+        with torch._C._DisableFuncTorch(), _cache_context():
             self.compiled = torch._inductor.compile(gm, tensors, options=options)
 
     def __call__(self, tensors: list[torch.Tensor]) -> Any:
         outs = self.compiled(*tensors)
         leaves = [outs[v] if kind == 0 else tensors[v] if kind == 1 else v for kind, v in self.plan]
         return optree.tree_unflatten(self.out_spec, leaves)
+
+
+def _cache_context() -> Any:
+    """A tracing context with a fresh fake mode and shape env, as dynamo opens one.
+
+    Inductor's FX graph cache (``FxGraphCache``) looks its shape env up in the current
+    ``TracingContext`` and bypasses the cache when there is none; ``make_fx`` does not
+    open one. Inside it, a program compiled once is loaded from ``TORCHINDUCTOR_CACHE_DIR``
+    by every later process (the key is the traced graph, the inductor options and torch's
+    version, so a changed function gets a new program, never a stale one).
+    """
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    return tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv())))
 
 
 def _prune_outputs(gm: torch.fx.GraphModule) -> tuple[list[tuple[int, Any]], list[Any]]:

@@ -97,16 +97,10 @@ class RolloutWorker:
     def _compile_step(self) -> None:
         """Replace this worker's ``env.step`` by ``fxrl.compile(env.step)``, compiled now
         on a reset state (``reset`` and ``step`` give the same shapes and strides, so the
-        collector's calls find this program).
-
-        Inductor's FX graph cache needs a shape env in a tracing context, which
-        ``fxrl.compile`` does not open; opened here, a restarted worker (or another on
-        the same machine) loads the compiled graph from the on-disk cache instead of
-        generating it again."""
+        collector's calls find this program). ``fxrl.compile`` uses inductor's on-disk FX
+        graph cache, so a restarted worker (or another on the same machine) loads the
+        compiled program instead of generating it again; the cache counters say which."""
         from torch._dynamo.utils import counters
-        from torch._guards import TracingContext, tracing
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
         from fxrl import random
         from fxrl.compile import compile as fxrl_compile
@@ -116,8 +110,7 @@ class RolloutWorker:
         k_reset, k_action = random.split(random.key(0)).unbind(0)
         state, _ = self.env.reset(k_reset)
         action = self.env.action_spec.sample(k_action, tuple(self.env.batch_shape))
-        with tracing(TracingContext(FakeTensorMode(shape_env=ShapeEnv()))):
-            step(state, action)
+        step(state, action)
         self.env.step = step  # type: ignore[method-assign]
         self.compile_s = time.perf_counter() - start
         self.compile_cache = {k: v for k, v in counters["inductor"].items() if "cache" in k}

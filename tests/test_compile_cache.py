@@ -1,0 +1,79 @@
+"""fxrl.compile reuses inductor's on-disk FX graph cache across processes, and never
+serves a stale program for a changed function."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+    torch.set_num_threads(1)
+    from torch._dynamo.utils import counters
+    import fxrl
+
+    SCALE = float(sys.argv[1])
+
+    def f(params, x):
+        h = torch.tanh(x @ params["w1"] + params["b1"])
+        return {"y": (h @ params["w2"]) * SCALE, "h": h}
+
+    params = {"w1": torch.ones(4, 8) / 8, "b1": torch.zeros(8), "w2": torch.ones(8, 2)}
+    x = torch.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    out = fxrl.compile(f)(params, x)
+    ref = f(params, x)
+    print(json.dumps({
+        "cache": {k: v for k, v in counters["inductor"].items() if k.startswith("fxgraph")},
+        "y": out["y"].tolist(),
+        "equal": bool(torch.allclose(out["y"], ref["y"]) and torch.allclose(out["h"], ref["h"])),
+    }))
+    """
+)
+
+
+def _run(cache_dir: str, scale: float) -> dict:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache_dir, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(scale)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    cache = str(tmp_path_factory.mktemp("inductor-cache"))
+    # a cold cache, the same program again in a new process, then a changed function
+    return [_run(cache, 2.0), _run(cache, 2.0), _run(cache, 3.0)]
+
+
+def test_a_second_process_loads_the_program_from_the_cache(runs: list[dict]) -> None:
+    first, second, _ = runs
+    assert first["cache"].get("fxgraph_cache_miss") == 1, first
+    assert second["cache"].get("fxgraph_cache_hit") == 1, second
+    assert second["cache"].get("fxgraph_cache_miss", 0) == 0, second
+    assert first["equal"] and second["equal"]
+    assert first["y"] == second["y"]
+
+
+def test_a_changed_function_compiles_anew_instead_of_reusing_a_stale_program(
+    runs: list[dict],
+) -> None:
+    first, _, changed = runs
+    assert changed["cache"].get("fxgraph_cache_miss") == 1, changed
+    assert changed["cache"].get("fxgraph_cache_hit", 0) == 0, changed
+    assert changed["equal"]  # equal to its own eager result, so not first's program
+    for new, old in zip(changed["y"], first["y"], strict=True):
+        assert new == pytest.approx([v * 1.5 for v in old], rel=1e-6)
