@@ -21,6 +21,7 @@ import difflib
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 __all__ = ["main"]
@@ -105,18 +106,39 @@ def _report(result: Any) -> int:
 
 
 def _resume(argv: list[str]) -> int:
-    from fxrl.run.loop import resume
+    import warnings
+
+    from fxrl.run.loop import InexactResumeWarning, resume
 
     p = _Parser(prog="fxrl resume", description="Continue a run from its latest checkpoint.")
     p.add_argument("dir", help="the run directory")
     p.add_argument("--checkpoint", default="latest", help="latest, previous or best")
     p.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: the run's)")
     a = p.parse_args(argv)
-    _threads(a.threads)
-    result = resume(a.dir, checkpoint_name=a.checkpoint, quiet=a.quiet, tensorboard=a.tensorboard)
+    _threads(a.threads if a.threads is not None else _run_threads(a.dir))
+    with warnings.catch_warnings():  # InexactResumeWarning as one line
+        warnings.simplefilter("always", InexactResumeWarning)
+        warnings.showwarning = lambda message, *_, **__: print(
+            f"fxrl resume: warning: {message}", file=sys.stderr
+        )
+        result = resume(
+            a.dir, checkpoint_name=a.checkpoint, quiet=a.quiet, tensorboard=a.tensorboard
+        )
     return _report(result)
+
+
+def _run_threads(run_dir: str) -> int | None:
+    """The torch threads a run was trained with (its config.json), so that by default a
+    resumed run computes as the uninterrupted one did; None if not recorded."""
+    import json
+
+    try:
+        threads = json.loads((Path(run_dir) / "config.json").read_text()).get("threads")
+    except (OSError, ValueError):
+        return None  # resume() reports the missing or broken config.json
+    return threads if isinstance(threads, int) and threads > 0 else None
 
 
 def _eval(argv: list[str]) -> int:

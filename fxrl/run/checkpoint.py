@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import struct
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,19 @@ from safetensors.torch import save as _st_save
 import fxrl
 from fxrl import tree
 
-__all__ = ["FORMAT", "CheckpointError", "load", "read_meta", "save"]
+__all__ = [
+    "FORMAT",
+    "CheckpointError",
+    "atomic_write",
+    "load",
+    "read_meta",
+    "remove_temporary",
+    "save",
+]
 
 FORMAT = 1
 _KEY = "fxrl"
+TMP_PREFIX = "."
 
 
 class CheckpointError(RuntimeError):
@@ -66,11 +76,12 @@ def atomic_write(path: str | Path, data: bytes) -> Path:
     Temporary file in the same directory, fsync, ``os.replace``, fsync of the directory.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f"{TMP_PREFIX}{path.name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    _test_hook(path)
     os.replace(tmp, path)
     fd = os.open(path.parent, os.O_RDONLY)
     try:
@@ -78,6 +89,35 @@ def atomic_write(path: str | Path, data: bytes) -> Path:
     finally:
         os.close(fd)
     return path
+
+
+# Testing only: FXRL_TEST_SIGNAL_IN_WRITE="latest.safetensors:3:KILL" makes this process's
+# 3rd atomic write of a file of that name send itself SIGKILL (or INT, TERM...) after the
+# temporary file is written and before it is renamed: the worst moment for a crash, hit
+# deterministically by tests/run/test_resume_exact.py.
+_HOOK_ENV = "FXRL_TEST_SIGNAL_IN_WRITE"
+_hook_counts: dict[str, int] = {}
+
+
+def _test_hook(path: Path) -> None:
+    spec = os.environ.get(_HOOK_ENV)
+    if not spec:
+        return
+    name, nth, sig = spec.rsplit(":", 2)
+    if path.name != name:
+        return
+    _hook_counts[name] = _hook_counts.get(name, 0) + 1
+    if _hook_counts[name] == int(nth):
+        os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
+
+
+def remove_temporary(directory: str | Path) -> list[Path]:
+    """Delete the temporary files that writes interrupted by a crash left in ``directory``
+    (``.NAME.tmp-PID``, never renamed over ``NAME``); returns them."""
+    stale = sorted(Path(directory).glob(f"{TMP_PREFIX}*.tmp-*"))
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
 
 
 def save(path: str | Path, state: Any, meta: dict[str, Any] | None = None) -> Path:
@@ -100,6 +140,10 @@ def save(path: str | Path, state: Any, meta: dict[str, Any] | None = None) -> Pa
         "leaves": [
             [n, list(t.shape), str(t.dtype).removeprefix("torch.")] for n, t in tensors.items()
         ],
+        # Each leaf's memory layout: float results of the next update depend on it (a
+        # matmul reads a transposed weight with another kernel and rounds differently), so
+        # a resumed run must read the state laid out as the uninterrupted run had it.
+        "strides": {n: list(t.stride()) for n, t in named.items()},
         "sha256": _digest(tensors),
         **(meta or {}),
     }
@@ -195,8 +239,29 @@ def load(
         raise _corrupt(path, "its tensor bytes do not match the SHA-256 in its header")
     want = _named_leaves("checkpoint.load", template)
     _check_tree(path, meta, tensors, want)
-    leaves = [tensors[n] for n in want]
+    strides = meta.get("strides", {})
+    leaves = [_with_strides(tensors[n], strides.get(n)) for n in want]
     return tree.unflatten(tree.structure(template), leaves), meta
+
+
+def _with_strides(t: torch.Tensor, stride: list[int] | None) -> torch.Tensor:
+    """``t`` copied into fresh (allocator-aligned) memory with the strides it was saved
+    with: a permuted or padded layout as it was, a broadcast (stride-0) dim expanded again.
+    Files without strides (older ones) or with a layout that is not one of these load
+    contiguous."""
+    if stride is None or len(stride) != t.dim():
+        return t.clone(memory_format=torch.contiguous_format)
+    base = t
+    expanded = [d for d, (n, s) in enumerate(zip(t.shape, stride, strict=True)) if s == 0 and n > 1]
+    for d in expanded:
+        base = base.narrow(d, 0, 1)
+        if not torch.equal(base.expand_as(t), t):  # not a broadcast after all
+            return t.clone(memory_format=torch.contiguous_format)
+    try:
+        out = torch.empty_strided(base.shape, stride, dtype=t.dtype).copy_(base)
+    except RuntimeError:  # overlapping strides (an as_strided window): no faithful copy
+        return t.clone(memory_format=torch.contiguous_format)
+    return out.expand(t.shape) if expanded else out
 
 
 def _check_tree(

@@ -26,6 +26,8 @@ __all__ = [
     "algorithm_module",
     "config_from_json",
     "config_to_json",
+    "exactness",
+    "exactness_differences",
     "read_run_config",
     "write_run_config",
 ]
@@ -94,12 +96,39 @@ def write_run_config(
         "key": random.key(seed).tolist(),
         "total_steps": total_steps,
         "compile": compile,
-        "fxrl_version": fxrl.__version__,
-        "torch_version": torch.__version__,
+        **exactness(),
         "python_version": sys.version.split()[0],
         "platform": platform.platform(),
     }
     return atomic_write(Path(run_dir) / "config.json", (json.dumps(info, indent=2) + "\n").encode())
+
+
+def exactness() -> dict[str, Any]:
+    """What, besides the TrainState, decides a run's float results bit for bit: the torch
+    threads (they split reductions), the fxrl and torch versions, the CPU's vector unit
+    (which kernels run). Recorded in ``config.json``; a resume that differs in one is not
+    bit-identical to the uninterrupted run."""
+    return {
+        "fxrl_version": fxrl.__version__,
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu": f"{platform.machine()} {torch.backends.cpu.get_cpu_capability()}",
+    }
+
+
+_LABELS = {"threads": "threads", "fxrl_version": "fxrl", "torch_version": "torch", "cpu": "CPU"}
+
+
+def exactness_differences(recorded: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``[(label, recorded value, value now)]`` for each of ``exactness()``'s entries that
+    ``recorded`` (a run's config.json or a checkpoint's header) holds with another value;
+    entries it does not hold (runs written by an older fxrl) are not compared."""
+    now = exactness()
+    return [
+        (_LABELS[k], recorded[k], v)
+        for k, v in now.items()
+        if recorded.get(k) is not None and recorded[k] != v
+    ]
 
 
 def read_run_config(run_dir: str | Path) -> dict[str, Any]:

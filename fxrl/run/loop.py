@@ -8,8 +8,14 @@
 the losses and params are finite, and updates the progress bar; every ``checkpoint_every``
 seconds (and at the end, or on Ctrl-C) it writes ``checkpoints/latest.safetensors`` (the
 one before becomes ``previous.safetensors``) and, if the mean return across seeds is the
-best so far, ``best.safetensors``. The run's randomness is all in the TrainState's keys,
-so a resumed run equals the uninterrupted one.
+best so far, ``best.safetensors``.
+
+A resumed run equals the uninterrupted one bit for bit (same threads, versions and
+machine; docs/guide/resume.md): the run's randomness is all in the TrainState's keys, a
+checkpoint holds every leaf of the TrainState with its memory layout, a ``latest``
+checkpoint exists intact at every moment (Ctrl-C, a second Ctrl-C or SIGKILL anywhere,
+mid-write included), metrics rows written after it are dropped and written again, and a
+run killed before its first checkpoint starts again from its key.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
 import signal
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +36,27 @@ import torch
 from fxrl import tree
 from fxrl.algorithms.core import batched
 from fxrl.run import checkpoint
-from fxrl.run.config_io import algorithm_module, config_to_json, read_run_config, write_run_config
+from fxrl.run.config_io import (
+    algorithm_module,
+    config_to_json,
+    exactness_differences,
+    read_run_config,
+    write_run_config,
+)
 from fxrl.run.metrics import MetricsWriter, read_rows, rows_from_metrics
 from fxrl.run.plots import plot_runs
 from fxrl.run.progress import Progress
 
-__all__ = ["NonFiniteError", "RunResult", "resume", "train"]
+__all__ = ["InexactResumeWarning", "NonFiniteError", "RunResult", "resume", "train"]
 
 
 class NonFiniteError(FloatingPointError):
     """A loss or a param became NaN/inf; the run stopped, its last good checkpoint kept."""
+
+
+class InexactResumeWarning(UserWarning):
+    """``resume`` continues a run with other threads, versions or CPU than it was trained
+    with: it runs, but its numbers will not equal the uninterrupted run's bit for bit."""
 
 
 @dataclasses.dataclass
@@ -96,16 +115,73 @@ def train(
 
 
 def resume(run_dir: str | Path, *, checkpoint_name: str = "latest", **loop_kw: Any) -> RunResult:
-    """Continue the run in ``run_dir`` from ``checkpoints/<checkpoint_name>.safetensors``."""
+    """Continue the run in ``run_dir`` from ``checkpoints/<checkpoint_name>.safetensors``.
+
+    The continued run equals the uninterrupted one bit for bit when the torch threads, the
+    fxrl and torch versions and the CPU are the run's (``config.json`` records them); if
+    one differs an ``InexactResumeWarning`` names it, and the run continues. A run killed
+    before its first checkpoint starts again from its key (the same run, from the start).
+
+    Raises:
+      FileNotFoundError: no such checkpoint (the message lists those there are).
+      CheckpointError: a corrupt checkpoint, or one written by another algorithm or config.
+    """
     run_dir = Path(run_dir)
     info = read_run_config(run_dir)
-    path = run_dir / "checkpoints" / f"{checkpoint_name}.safetensors"
+    ckpts = run_dir / "checkpoints"
+    ckpts.mkdir(exist_ok=True)
+    for d in (run_dir, ckpts):  # writes a crash cut short, never renamed into place
+        checkpoint.remove_temporary(d)
+    path: Path | None = ckpts / f"{checkpoint_name}.safetensors"
+    have = sorted(p.stem for p in ckpts.glob("*.safetensors"))
     if not path.exists():
-        have = sorted(p.stem for p in (run_dir / "checkpoints").glob("*.safetensors"))
-        raise FileNotFoundError(
-            f"resume: {path} does not exist; checkpoints in {run_dir}: {have or 'none'}."
-        )
+        if checkpoint_name != "latest" or have:
+            raise FileNotFoundError(
+                f"resume: {path} does not exist; checkpoints in {run_dir}: {have or 'none'}."
+            )
+        path = None  # stopped before its first checkpoint: the same run from its start
+    meta = checkpoint.read_meta(path) if path is not None else {}
+    if path is not None:
+        _check_same_run(path, meta, info)
+    _warn_inexact(run_dir, info, meta)
     return _run(run_dir, info, path, **loop_kw)
+
+
+def _check_same_run(path: Path, meta: dict[str, Any], info: dict[str, Any]) -> None:
+    """The checkpoint's algorithm and config are config.json's; config fields this fxrl
+    added since the checkpoint was written are not compared (their defaults apply)."""
+    if meta.get("algorithm") != info["algorithm"]:
+        raise checkpoint.CheckpointError(
+            f"resume: {path} was written by algorithm {meta.get('algorithm')!r}, the run's "
+            f"config.json says {info['algorithm']!r}: not this run's checkpoint; it cannot "
+            "continue this run, exactly or at all."
+        )
+    here, there = config_to_json(info["config"]), meta.get("config") or {}
+    diff = [k for k in there if here.get(k) != there[k]]
+    if diff:
+        shown = ", ".join(f"{k}={there[k]!r} in the checkpoint, {here.get(k)!r} in config.json"
+                          for k in diff)  # fmt: skip
+        raise checkpoint.CheckpointError(
+            f"resume: {path} was written with another config ({shown}): resuming it with "
+            "this config would not continue the same run exactly. Restore config.json, or "
+            "start a new run (fxrl train) with the new settings."
+        )
+
+
+def _warn_inexact(run_dir: Path, info: dict[str, Any], meta: dict[str, Any]) -> None:
+    diffs = {label: (was, now) for label, was, now in exactness_differences(meta)}
+    diffs.update({label: (was, now) for label, was, now in exactness_differences(info)})
+    if not diffs:
+        return
+    was = ", ".join(f"{label} {v[0]}" for label, v in diffs.items())
+    now = ", ".join(f"{label} {v[1]}" for label, v in diffs.items())
+    fix = f" (--threads {diffs['threads'][0]} restores that)" if list(diffs) == ["threads"] else ""
+    warnings.warn(
+        f"{run_dir} was trained with {was}; this resume has {now}. It continues, but the "
+        f"result will not be bit-identical to an uninterrupted run{fix}.",
+        InexactResumeWarning,
+        stacklevel=3,
+    )
 
 
 def _total_steps(config: Any, total_steps: int | None) -> int:
@@ -193,7 +269,15 @@ def save_checkpoints(ckpts: Path, state: Any, meta: dict[str, Any], best: float)
     ``meta["returns"]`` beats ``best``, ``best``; returns the new best."""
     latest = ckpts / "latest.safetensors"
     if latest.exists():
-        os.replace(latest, ckpts / "previous.safetensors")
+        # previous = latest by a hard link renamed into place, then latest is replaced
+        # atomically: an intact latest exists at every moment a kill may come.
+        tmp = ckpts / f"{checkpoint.TMP_PREFIX}previous.safetensors.tmp-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(latest, tmp)
+        except OSError:  # a filesystem without hard links
+            shutil.copyfile(latest, tmp)
+        os.replace(tmp, ckpts / "previous.safetensors")
     mean = _mean(meta["returns"])
     improved, best = mean > best, max(best, mean)
     meta = {**meta, "best_return": best if math.isfinite(best) else None}
@@ -238,8 +322,9 @@ def _run(
     algo, state = build(info)
     meta: dict[str, Any] = {"iteration": 0, "steps": 0, "best_return": -math.inf}
     if ckpt_path is not None:
-        state, meta = checkpoint.load(ckpt_path, state, expect=_expect(info))
-    iteration, steps = meta["iteration"], meta["steps"]
+        # resume() checked the config (fields added since the file was written allowed)
+        state, meta = checkpoint.load(ckpt_path, state, expect={"algorithm": info["algorithm"]})
+    iteration, steps, t_before = meta["iteration"], meta["steps"], meta.get("time", 0.0)
     best = meta.get("best_return")
     best = -math.inf if best is None else best
     returns = {int(k): float(v) for k, v in meta.get("returns", {}).items()}
@@ -248,7 +333,8 @@ def _run(
 
     def save() -> None:
         nonlocal best
-        m = {**_expect(info), "iteration": iteration, "steps": steps, "returns": returns}
+        m = {**_expect(info), "iteration": iteration, "steps": steps, "returns": returns,
+             "time": round(t_before + time.perf_counter() - t_start, 3)}  # fmt: skip
         best = save_checkpoints(run_dir / "checkpoints", state, m, best)
 
     t_start, last_ckpt, last_plot, first_call = time.perf_counter(), time.perf_counter(), 0.0, None
@@ -273,7 +359,7 @@ def _run(
                 rows = rows_from_metrics(
                     iteration, metrics,
                     {"steps_per_s": round(algo.steps_per_update * info["num_seeds"] / dt, 1),
-                     "time": round(time.perf_counter() - t_start, 3)},
+                     "time": round(t_before + time.perf_counter() - t_start, 3)},
                 )  # fmt: skip
                 writer.write(rows)
                 returns.update(latest_returns(rows))

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from fxrl.run.checkpoint import atomic_write
+
 __all__ = ["MetricsWriter", "read_rows", "rows_from_metrics"]
 
 _FIRST = ("iteration", "seed", "steps", "episodes", "episode_return", "episode_length")
@@ -79,11 +81,10 @@ class MetricsWriter:
             self._tb = SummaryWriter(str(self.dir / "tensorboard"))
 
     def _rewrite(self) -> None:
-        with open(self.jsonl_path, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in self.rows)
+        # atomically: a kill while a resumed run rewrites the files must not lose history
+        atomic_write(self.jsonl_path, "".join(json.dumps(r) + "\n" for r in self.rows).encode())
         self._columns = _columns(self.rows)
-        with open(self.csv_path, "w", newline="") as f:
-            f.write(_csv_text(self._columns, self.rows, header=True))
+        atomic_write(self.csv_path, _csv_text(self._columns, self.rows, header=True).encode())
 
     def write(self, rows: list[dict[str, Any]]) -> None:
         """Append one iteration's rows and flush both files."""
