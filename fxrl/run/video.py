@@ -264,14 +264,15 @@ def _episodes(
                 action = policy(obs)
             state, ts = env.step(state, action)
             obs = ts.obs
+            done = bool(ts.terminated | ts.truncated)
             yield picture, episode, float(ts.reward)
-            if bool(ts.terminated | ts.truncated):
+            if done:
                 break
         if episode + 1 == episodes:
             return
-        if env.auto_resets:
+        if done and env.auto_resets:
             obs = ts.info["next_obs"]
-        else:
+        else:  # the env does not reset itself, or the episode was cut at max_steps
             state, ts = env.reset(random.fold_in(key, episode + 1))
             obs = ts.obs
 
@@ -298,11 +299,12 @@ def play(
         ``render_mode="rgb_array"``; one env, not a batch.
       policy: ``policy(obs) -> action`` for one observation (no batch dim); if it has a
         ``reset()`` method it is called at the start of each episode.
-      key: the env's reset key (default ``fxrl.random.key(0)``); a pure env that does not
-        reset itself starts episode ``i > 0`` from ``fold_in(key, i)``.
+      key: the env's reset key (default ``fxrl.random.key(0)``). Later episodes begin
+        where the env resets itself; where it does not (or an episode was cut at
+        ``max_steps``) episode ``i`` starts from ``env.reset(fold_in(key, i))``.
       episodes: episodes to play, one after the other.
       max_steps: steps after which an episode is cut (envs from ``make`` have their own
-        time limit).
+        time limit too).
     Returns:
       ``Recording(frames, lengths, returns)``.
     """
@@ -387,6 +389,7 @@ def record_run(
     seed: int | None = None,
     checkpoint_name: str = "latest",
     key: Tensor | None = None,
+    max_steps: int = 10_000,
     fps: int = 25,
 ) -> Recording:
     """Record a run's greedy agent in its pure env (what ``fxrl eval RUN --video`` does).
@@ -398,6 +401,7 @@ def record_run(
       seed: which agent of the run; default the one with the best latest training return.
       checkpoint_name: ``latest``, ``previous`` or ``best``.
       key: the env's reset key (default ``fxrl.random.key(0)``).
+      max_steps: steps after which an episode is cut (see ``play``).
       fps: frames per second.
     """
     from fxrl.run.evaluate import load_run, seed_params
@@ -409,6 +413,6 @@ def record_run(
     if not 0 <= seed < info["num_seeds"]:
         raise ValueError(f"video: seed {seed} out of range; the run has {info['num_seeds']}.")
     policy = greedy_policy(algo, seed_params(state, seed))
-    rec = record(algo.env, policy, path, key=key, episodes=episodes, fps=fps)
+    rec = record(algo.env, policy, path, key=key, episodes=episodes, max_steps=max_steps, fps=fps)
     rec.seed = seed
     return rec

@@ -1,0 +1,186 @@
+"""Videos of an agent: read back with imageio and compared with renders replayed by hand."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from fxrl import envs, random
+from fxrl.algorithms import ppo
+from fxrl.cli import main
+from fxrl.run import video
+from fxrl.run.evaluate import load_run, seed_params
+from fxrl.run.loop import train
+
+iio = pytest.importorskip("imageio.v3")
+pytest.importorskip("imageio_ffmpeg")
+from PIL import Image  # noqa: E402  (Pillow comes with matplotlib)
+
+FPS = 25  # 40 ms: a whole number of the GIF format's 10 ms ticks
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """One PPO update on CartPole (eager, seconds): an agent whose greedy episodes are
+    short, which is all a video test needs."""
+    d = tmp_path_factory.mktemp("video") / "run"
+    train("ppo", ppo.Config(env="CartPole-v1", total_steps=512), d, quiet=True)
+    return d
+
+
+def replay(run_dir, episodes, max_steps):
+    """The greedy agent's frames, played by hand: render the state, act, step; an episode
+    cut at ``max_steps`` is followed by a reset from ``fold_in(key, episode)``."""
+    info, algo, state, _ = load_run(run_dir)
+    params = seed_params(state, 0)
+    env = envs.make(info["config"].env)
+    key = random.key(0)
+    state, ts = env.reset(key)
+    obs, frames, lengths = ts.obs, [], []
+    for episode in range(episodes):
+        length, done = 0, False
+        while not done and length < max_steps:
+            frames.append(env.render(state).numpy())
+            with torch.no_grad():
+                action = algo.policy(params, obs[None], mode="mode")[0]
+            state, ts = env.step(state, action)
+            length += 1
+            done = bool(ts.done)
+            obs = ts.info["next_obs"]
+        if not done:
+            state, ts = env.reset(random.fold_in(key, episode + 1))
+            obs = ts.obs
+        lengths.append(length)
+    return np.stack(frames), lengths
+
+
+def gif_frames(path):
+    """The GIF's frames, each repeated as often as its duration says (Pillow's writer
+    stores a run of identical frames once, shown longer)."""
+    frames = iio.imread(path, index=None)[..., :3]
+    counts = []
+    with Image.open(path) as im:
+        for i in range(im.n_frames):
+            im.seek(i)
+            counts.append(round(im.info["duration"] / (1000 / FPS)))
+    return np.repeat(frames, counts, axis=0)
+
+
+def test_gif_of_a_run_holds_exactly_the_rendered_states_of_its_episodes(run_dir, tmp_path):
+    rec = video.record_run(run_dir, tmp_path / "agent.gif", episodes=2, max_steps=15, fps=FPS)
+    expected, lengths = replay(run_dir, 2, max_steps=15)
+    assert rec.lengths == lengths and rec.seed == 0
+    assert rec.returns == [float(n) for n in lengths]  # CartPole: reward 1 per step
+    got = gif_frames(rec.path)
+    assert got.shape == expected.shape == (sum(lengths), 400, 600, 3)
+    assert np.array_equal(got, expected)
+
+
+def test_mp4_of_a_run_has_one_frame_per_step_close_to_the_renders(run_dir, tmp_path):
+    rec = video.record_run(run_dir, tmp_path / "agent.mp4", episodes=1, max_steps=20, fps=FPS)
+    expected, lengths = replay(run_dir, 1, max_steps=20)
+    got = np.stack(list(iio.imiter(rec.path, plugin="FFMPEG")))
+    assert got.shape == expected.shape and len(got) == lengths[0] == rec.lengths[0]
+    # H.264 is lossy: each decoded frame is within a few levels of its render on
+    # average, and nearer to its own render than to the next one (right order).
+    err = np.abs(got.astype(int) - expected.astype(int)).mean(axis=(1, 2, 3))
+    assert err.max() < 1.0, err
+    shifted = np.abs(got[:-1].astype(int) - expected[1:].astype(int)).mean(axis=(1, 2, 3))
+    assert (err[:-1] < shifted).all()
+
+
+def test_cli_eval_writes_the_video_and_names_it(run_dir, tmp_path, capsys):
+    path = tmp_path / "cli.gif"
+    with pytest.raises(SystemExit) as exit:
+        main(["eval", str(run_dir), "--episodes", "1", "--video", str(path), "--threads", "1"])
+    assert exit.value.code == 0
+    out = capsys.readouterr().out
+    frames = gif_frames(path)
+    assert f"{path}: seed 0, 1 episode(s) of [{len(frames)}] steps" in out
+    first, _ = envs.make("CartPole-v1").reset(random.key(0))  # the video's default key
+    assert np.array_equal(frames[0], envs.make("CartPole-v1").render(first).numpy())
+
+
+def test_cli_video_with_an_unsupported_extension_is_a_one_line_error(run_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["eval", str(run_dir), "--video", str(tmp_path / "agent.avi")])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no installed writer for '.avi'; supported: .gif, .mp4, .mkv, .mov." in err
+    assert not (tmp_path / "agent.avi").exists()
+
+
+def test_host_env_frames_are_gymnasiums_own_renders(tmp_path):
+    gymnasium = pytest.importorskip("gymnasium")
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    pytest.importorskip("pygame")
+    from fxrl.envs.host import seeds_from_key
+
+    policy = lambda obs: (obs[2] + 0.5 * obs[3] > 0).long()
+    key = random.key(3)
+    env = envs.gym("CartPole-v1", render_mode="rgb_array")
+    rec = video.play(env, policy, key=key, max_steps=40)
+    env.close()
+    reference = gymnasium.make("CartPole-v1", render_mode="rgb_array")
+    obs, _ = reference.reset(seed=seeds_from_key(key))
+    expected = []
+    for _ in range(40):
+        expected.append(reference.render())
+        obs, _, terminated, truncated, _ = reference.step(int(policy(torch.as_tensor(obs))))
+        if terminated or truncated:
+            break
+    reference.close()
+    assert rec.lengths == [len(expected)]
+    assert np.array_equal(rec.frames, np.stack(expected))
+
+
+def test_pong_frames_are_the_screens_the_agent_saw(tmp_path):
+    pytest.importorskip("ale_py")
+    env = envs.atari("Pong", render_mode="rgb_array")
+    seen = []
+
+    def policy(obs):
+        seen.append(obs.numpy().copy())
+        return torch.tensor(2)  # UP
+
+    rec = video.record(env, policy, tmp_path / "pong.gif", max_steps=12, fps=FPS, keep_frames=True)
+    env.close()
+    assert rec.lengths == [12] and rec.frames.shape == (12, 210, 160, 3)
+    assert np.array_equal(rec.frames, np.stack(seen))
+    assert np.array_equal(gif_frames(rec.path), rec.frames)
+
+
+def test_episodes_of_an_env_without_auto_reset_start_from_folded_keys():
+    env = envs.make("CartPole-v1", auto_reset=False)
+    rec = video.play(env, lambda obs: torch.tensor(1), key=random.key(7), episodes=2)
+    first, _ = env.reset(random.fold_in(random.key(7), 1))
+    start = sum(rec.lengths[:1])
+    assert torch.equal(torch.from_numpy(rec.frames[start]), env.render(first))
+    assert len(rec.frames) == sum(rec.lengths) and all(n < 20 for n in rec.lengths)
+
+
+def test_bad_inputs_are_named():
+    env = envs.make("CartPole-v1")
+    with pytest.raises(ValueError, match=r"is a batch of \(2,\) envs; record one env"):
+        video.play(envs.batch(env, 2), lambda obs: obs)
+    host = envs.gym("CartPole-v1")
+    with pytest.raises(ValueError, match="render_mode='rgb_array'"):
+        video.play(host, lambda obs: torch.tensor(0))
+    host.close()
+    with pytest.raises(ValueError, match=r"frame 0 has shape \[4, 4\] uint8"):
+        video.write_video("x.gif", [np.zeros((4, 4), np.uint8)])
+    with pytest.raises(ValueError, match="episodes must be a positive int, got 0"):
+        video.play(env, lambda obs: torch.tensor(0), episodes=0)
+
+
+def test_episodes_of_an_auto_resetting_env_follow_on_from_its_own_reset():
+    env = envs.make("CartPole-v1")
+    push = lambda obs: torch.tensor(1)  # falls over in ~10 steps
+    rec = video.play(env, push, key=random.key(8), episodes=2)
+    state, ts = env.reset(random.key(8))
+    while not bool(ts.done):  # the first episode by hand; step returns the next one's state
+        state, ts = env.step(state, torch.tensor(1))
+    assert torch.equal(torch.from_numpy(rec.frames[rec.lengths[0]]), env.render(state))
+    assert rec.lengths[0] == int(ts.info["episode_length"]) and len(rec.lengths) == 2
