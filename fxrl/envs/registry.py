@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from fxrl.envs.acrobot import Acrobot
+from fxrl.envs.bsuite import Catch, DeepSea
 from fxrl.envs.cartpole import CartPole
 from fxrl.envs.continuous_mountain_car import ContinuousMountainCar
 from fxrl.envs.core import Env
@@ -30,6 +31,9 @@ _REGISTRY: dict[str, tuple[type[Env], int | None]] = {
     "Acrobot-v1": (Acrobot, 500),
     # MinAtar: gymnax's max_steps_in_episode (the package has none); see fxrl/envs/minatar
     **_minatar_ids(),
+    # bsuite and misc tasks: gymnax's ids and max_steps_in_episode
+    "Catch-bsuite": (Catch, 1000),
+    "DeepSea-bsuite": (DeepSea, 2000),
 }
 
 _DEFAULT: Any = object()

@@ -1,0 +1,220 @@
+"""bsuite tasks against the bsuite package (0.3.6): the package's env is put into the same
+state as the pure env (its random draws replaced by the pure env's where it makes any),
+both are stepped with the same random actions, and obs, reward and discount must agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fxrl import envs, random, tree
+from fxrl.compile import compile as fxrl_compile
+from fxrl.envs.bsuite import Catch, DeepSea
+from fxrl.export import export
+from fxrl.testing import assert_trees_close, check_env
+
+bsuite_envs = pytest.importorskip("bsuite.environments")
+from bsuite.environments import catch as bs_catch  # noqa: E402
+from bsuite.environments import deep_sea as bs_deep_sea  # noqa: E402
+
+IDS = ["Catch-bsuite", "DeepSea-bsuite"]
+
+
+def bare(id: str, **params):
+    """The env without time limit, auto-reset or stats: what the package steps."""
+    return envs.make(id, max_steps=None, auto_reset=False, episode_stats=False, **params)
+
+
+def assert_same_step(ts, bts, where: str) -> None:
+    """obs, reward and discount of a pure TimeStep against a dm_env TimeStep."""
+    obs = torch.from_numpy(np.asarray(bts.observation, dtype=np.float32)).reshape(ts.obs.shape)
+    assert torch.equal(ts.obs, obs), where
+    if bts.first():  # dm_env's restart has no reward or discount
+        assert float(ts.reward) == 0.0 and not bool(ts.terminated | ts.truncated), where
+        return
+    assert float(ts.reward) == pytest.approx(float(bts.reward), abs=1e-6), where
+    assert bool(ts.terminated) == bts.last(), where
+    assert float(bts.discount) == (0.0 if bool(ts.terminated) else 1.0), where
+
+
+class Draws:
+    """Stands in for a bsuite env's ``np.random.RandomState``: returns the given draws."""
+
+    def __init__(self, **values: float) -> None:
+        self.values = values
+
+    def rand(self) -> float:
+        return self.values["rand"]
+
+    def randn(self) -> float:
+        return self.values["randn"]
+
+    def binomial(self, n: int, p: float, size=None):
+        return self.values["binomial"]
+
+
+# ------------------------------------------------------------------------------ Catch
+
+
+@pytest.mark.parametrize("rows, columns, seed", [(10, 5, 0), (6, 3, 1)])
+def test_catch_follows_bsuite_over_300_episodes_of_random_actions(rows, columns, seed):
+    ref = bs_catch.Catch(rows=rows, columns=columns, seed=seed)
+    env = Catch(rows, columns)
+    actions = np.random.default_rng(seed).integers(0, 3, 300 * rows)
+    key, i = random.key(seed), 0
+    for episode in range(300):
+        bts = ref.reset()
+        state, ts = env.reset(random.fold_in(key, episode))
+        state = state.replace(ball_x=torch.tensor(ref._ball_x))  # the package's draw
+        ts = ts.replace(obs=env.observe(state))
+        assert_same_step(ts, bts, f"reset of episode {episode}")
+        while not bts.last():
+            a = int(actions[i])
+            i += 1
+            state, ts = env.step(state, torch.tensor(a))
+            bts = ref.step(a)
+            assert_same_step(ts, bts, f"episode {episode}, action {a}")
+        assert bool(ts.terminated) and int(state.t) == rows - 1
+
+
+def test_catch_drops_the_ball_in_a_uniform_column_with_the_paddle_centred():
+    state, ts = torch.func.vmap(Catch().reset)(random.split(random.key(0), 5000))
+    counts = torch.bincount(state.ball_x, minlength=5).double()
+    # each column 1000 +- 5 sigma (sigma = sqrt(5000 * 0.2 * 0.8) = 28)
+    assert ((counts - 1000).abs() < 5 * 28.3).all(), counts
+    assert (state.paddle_x == 2).all() and (state.ball_y == 0).all()
+    assert (ts.obs.sum((-1, -2)) == 2).all()  # ball and paddle, never on one cell at reset
+
+
+def test_catch_terminates_after_rows_minus_1_steps_with_plus_or_minus_1():
+    env = bare("Catch-bsuite")
+    state, _ = env.reset(random.key(3))
+    state = state.replace(ball_x=torch.tensor(4))
+    rewards = []
+    for _ in range(9):
+        state, ts = env.step(state, torch.tensor(2))  # always right: ends under column 4
+        rewards.append(float(ts.reward))
+    assert rewards == [0.0] * 8 + [1.0] and bool(ts.terminated)
+
+
+# ------------------------------------------------------------------------------ DeepSea
+
+
+@pytest.mark.parametrize("size, mapping_seed", [(8, 0), (10, 3)])
+def test_deterministic_deep_sea_follows_bsuite_over_150_episodes(size, mapping_seed):
+    ref = bs_deep_sea.DeepSea(size=size, mapping_seed=mapping_seed, seed=0)
+    env = DeepSea(size)
+    params = env.default_params.replace(action_mapping=torch.from_numpy(ref._action_mapping))
+    rng = np.random.default_rng(size)
+    total = 0.0
+    for episode in range(150):
+        bts = ref.reset()
+        state, ts = env.reset(random.key(episode), params)
+        assert_same_step(ts, bts, "reset")
+        # mostly-right policies, so that some episodes reach the treasure
+        p_right = rng.uniform(0.5, 1.0)
+        while not bts.last():
+            right = int(ref._action_mapping[ref._row, ref._column])
+            a = right if rng.uniform() < p_right else 1 - right
+            state, ts = env.step(state, torch.tensor(a))
+            bts = ref.step(a)
+            assert_same_step(ts, bts, f"episode {episode}, action {a}")
+            total += float(ts.reward)
+        assert (int(state.row), int(state.column)) == (ref._row, ref._column)
+        assert bool(state.bad_episode) == ref._bad_episode
+    assert total > 1.0  # the treasure was found at least twice
+
+
+def test_stochastic_deep_sea_follows_bsuite_given_the_same_draws():
+    size = 6
+    ref = bs_deep_sea.DeepSea(size=size, deterministic=False, mapping_seed=1, seed=0)
+    env = DeepSea(size)
+    params = env.default_params.replace(
+        action_mapping=torch.from_numpy(ref._action_mapping), deterministic=False
+    )
+    actions = np.random.default_rng(0).integers(0, 2, 250 * size)
+    noisy, failed, i = 0, 0, 0
+    for episode in range(250):
+        bts = ref.reset()
+        state, ts = env.reset(random.key(episode), params)
+        while not bts.last():
+            _, k_move, k_noise = random.split(state.key, 3)  # the pure env's draws
+            u = float(random.uniform(k_move, (), dtype=torch.float64))
+            z = float(random.normal(k_noise, ()))
+            ref._rng = Draws(rand=u, randn=z)
+            a = int(actions[i])
+            i += 1
+            noisy += ref._row == size - 1 and ref._column in (0, size - 1)
+            failed += a == ref._action_mapping[ref._row, ref._column] and u <= 1 / size
+            state, ts = env.step(state, torch.tensor(a))
+            bts = ref.step(a)
+            assert_same_step(ts, bts, f"episode {episode}, action {a}")
+    assert noisy > 30 and failed > 30  # both random parts were exercised
+
+
+def test_stochastic_deep_sea_moves_right_with_probability_1_minus_1_over_size():
+    size, n = 5, 4000
+    env = DeepSea(size)
+    params = env.default_params.replace(action_mapping=torch.ones(size, size, dtype=torch.long))
+    state, _ = torch.func.vmap(env.reset, in_dims=(0, None))(
+        random.split(random.key(0), n), params.replace(deterministic=False)
+    )
+    state, _ = torch.func.vmap(env.step)(state, torch.ones(n, dtype=torch.long))
+    moved = state.column.double().mean()
+    assert abs(moved - 0.8) < 5 * (0.8 * 0.2 / n) ** 0.5
+
+
+# ------------------------------------------------------------------------------ all tasks
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_make_gives_an_env_that_keeps_the_pure_env_contract(id):
+    check_env(envs.make(id), max_examples=10, random_reset=False, auto_reset_steps=3000)
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_compiled_batched_steps_equal_the_eager_steps_with_one_program(id):
+    env = envs.batch(envs.make(id), 8)
+    n = env.action_spec.n
+
+    def step(state, key):
+        return env.step(state, random.randint(key, env.batch_shape, 0, n))
+
+    compiled = fxrl_compile(step)
+    state = eager = env.reset(random.key(0))[0]
+    for t in range(12):
+        key = random.key(100 + t)
+        state, ts = compiled(state, key)
+        eager, eager_ts = step(eager, key)
+        assert_trees_close((state, ts), (eager, eager_ts), rtol=0, atol=0)
+    assert len(compiled._programs) == 1
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_exported_step_and_render_equal_the_eager_ones(id):
+    env = envs.make(id)
+    state, _ = env.reset(random.key(0))
+
+    def step(params, state, action):
+        new, ts = env.step(state, action)
+        return new, ts, env.unwrapped().render(new.inner.inner)
+
+    action = torch.tensor(1)
+    exported = export(step, {}, state, action)
+    for _ in range(10):
+        out = exported(state, action)
+        expected = step({}, state, action)
+        assert_trees_close(out, expected, rtol=0, atol=0)
+        state = expected[0]
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_render_is_a_uint8_image_and_vmaps(id):
+    env = envs.make(id, auto_reset=False, episode_stats=False).unwrapped()
+    states, _ = torch.func.vmap(env.reset)(random.split(random.key(0), 3))
+    frames = torch.func.vmap(env.render)(states)
+    one = env.render(tree.index(states, 1))
+    assert one.dtype == torch.uint8 and one.ndim == 3 and one.shape[-1] == 3
+    assert torch.equal(frames[1], one)
+    assert len(torch.unique(one.reshape(-1, 3), dim=0)) >= 2  # something is drawn
