@@ -22,6 +22,7 @@ from fxrl.envs.minatar._common import (
 from fxrl.envs.minatar.asterix import Asterix, AsterixState
 from fxrl.envs.minatar.breakout import Breakout, BreakoutState
 from fxrl.envs.minatar.freeway import Freeway, FreewayState
+from fxrl.envs.minatar.seaquest import Seaquest, SeaquestParams, SeaquestState
 from fxrl.envs.minatar.space_invaders import SpaceInvaders, SpaceInvadersParams, SpaceInvadersState
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
     "FreewayState",
     "MinAtarEnv",
     "MinAtarParams",
+    "Seaquest",
+    "SeaquestParams",
+    "SeaquestState",
     "SpaceInvaders",
     "SpaceInvadersParams",
     "SpaceInvadersState",
