@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fxrl-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench venv clean web-deps
+.PHONY: demo test lint bench venv clean web-deps docs docs-serve
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -42,3 +42,11 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+
+# The documentation site (mkdocs-material + mkdocstrings): strict, so a broken link or an
+# unreadable docstring fails; tests/test_docs_build.py runs the same build in CI.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
