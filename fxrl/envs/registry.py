@@ -14,6 +14,7 @@ from fxrl.envs.cartpole import CartPole
 from fxrl.envs.continuous_mountain_car import ContinuousMountainCar
 from fxrl.envs.core import Env
 from fxrl.envs.minatar import registered as _minatar_ids
+from fxrl.envs.misc import BernoulliBandit, FourRooms, GaussianBandit, MetaMaze, PointRobot
 from fxrl.envs.mountain_car import MountainCar
 from fxrl.envs.pendulum import Pendulum
 from fxrl.envs.wrappers import auto_reset as _auto_reset
@@ -34,6 +35,11 @@ _REGISTRY: dict[str, tuple[type[Env], int | None]] = {
     # bsuite and misc tasks: gymnax's ids and max_steps_in_episode
     "Catch-bsuite": (Catch, 1000),
     "DeepSea-bsuite": (DeepSea, 2000),
+    "BernoulliBandit-misc": (BernoulliBandit, 100),
+    "GaussianBandit-misc": (GaussianBandit, 100),
+    "FourRooms-misc": (FourRooms, 500),
+    "MetaMaze-misc": (MetaMaze, 200),
+    "PointRobot-misc": (PointRobot, 100),
 }
 
 _DEFAULT: Any = object()
