@@ -9,9 +9,10 @@ Randomness. A game's state keeps the key of its episode and its step count ``t``
 ``t`` (counting from 0) reads the Threefry-2x32 blocks at counters ``(t + 1, j)`` of that
 key, the reset those at ``(0, j)``, so a step is a pure function of its state and no key
 is split or carried per step. Every word is drawn on every step (branch-free code draws
-whether or not the game needs it); a word of 32 bits gives a uniform of 24 bits
-(``uniform24``) or an integer in ``[0, n)`` by multiply-shift (``below``), the same
-probabilities as the package's ``numpy`` draws up to 2**-24.
+whether or not the game needs it, so each game reads as few blocks as it can: a sticky
+action takes a 24-bit uniform (``uniform24``), other draws bit fields turned into
+integers in ``[0, n)`` by multiply-shift (``below``) or the digits of a 64-bit fraction
+(``digits``), the package's ``numpy`` probabilities up to 2**-15 or less (noted per game).
 
 Game modules subclass ``MinAtarEnv`` (one ``reset``/``step`` for all, written once
 here) and define ``_start(key, params)``, ``_act(state, action, words) -> (state,
@@ -44,6 +45,7 @@ __all__ = [
     "MinAtarParams",
     "below",
     "cells",
+    "digits",
     "from_minatar",
     "palette",
     "points",
@@ -105,9 +107,27 @@ def uniform24(word: Tensor) -> Tensor:
     return ((word >> 8) & 0xFFFFFF).to(torch.float32) * 2.0**-24
 
 
-def below(word: Tensor, n: Tensor | int) -> Tensor:
-    """An int64 in ``[0, n)`` (``n`` >= 1, tensor or int): top 24 bits times ``n``, >> 24."""
-    return (((word >> 8) & 0xFFFFFF).to(torch.int64) * n) >> 24
+def below(word: Tensor, n: Tensor | int, shift: int = 8, width: int = 24) -> Tensor:
+    """An int64 in ``[0, n)`` from bits ``shift .. shift + width`` of an int32 word:
+    the field times ``n``, >> ``width`` (each value within ``n / 2**width`` of its share)."""
+    field = (word >> shift).to(torch.int64) & ((1 << width) - 1)
+    return (field * n) >> width
+
+
+def digits(hi: Tensor, lo: Tensor, base: int, count: int) -> list[Tensor]:
+    """``count`` independent uniform digits in ``[0, base)`` from two words: the leading
+    base-``base`` digits of the 64-bit binary fraction ``0.hi lo`` (each value's
+    probability within ``base**count / 2**64`` of exact), int64 [...] each."""
+    mask = 0xFFFFFFFF
+    hi, lo = hi.to(torch.int64) & mask, lo.to(torch.int64) & mask
+    out = []
+    for _ in range(count):
+        lo = lo * base
+        hi = hi * base + (lo >> 32)
+        lo = lo & mask
+        out.append(hi >> 32)
+        hi = hi & mask
+    return out
 
 
 # ------------------------------------------------------------------------------ the grid
@@ -188,8 +208,8 @@ class MinAtarEnv(Env):
 
     Subclasses set ``game`` (the package's module name), ``channels`` (the package's
     channel names in order), ``minimal_actions`` (``minimal_action_set()``),
-    ``step_blocks`` (Threefry blocks a step reads; the first word goes to sticky actions),
-    ``reset_blocks``, and define ``_start``, ``_act`` and ``observe``. Their state is a
+    ``step_blocks`` (Threefry blocks a step reads; the first word goes to sticky actions)
+    and define ``_start``, ``_act`` and ``observe``. Their state is a
     ``tree.dataclass`` with at least ``terminal``, ``last_action``, ``t``, ``key``,
     ``params`` (a ``MinAtarParams``).
     """
@@ -198,7 +218,6 @@ class MinAtarEnv(Env):
     channels: tuple[str, ...] = ()
     minimal_actions: tuple[int, ...] = tuple(range(6))
     step_blocks: int = 1
-    reset_blocks: int = 1
     vectorized = True  # elementwise over leading batch dims: batch() steps it without vmap
 
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
@@ -261,7 +280,11 @@ def _keep_where(cond: Tensor, old: Any, new: Any) -> Any:
         if f.name in ("t", "key", "params"):
             continue
         a, b = getattr(old, f.name), getattr(new, f.name)
-        kept[f.name] = torch.where(cond.reshape(cond.shape + (1,) * (b.ndim - cond.ndim)), a, b)
+        kept[f.name] = tree.map(  # fields may be pytrees (Seaquest's slot lists)
+            lambda x, y: torch.where(cond.reshape(cond.shape + (1,) * (y.ndim - cond.ndim)), x, y),
+            a,
+            b,
+        )
     return new.replace(**kept)
 
 

@@ -34,7 +34,6 @@ from fxrl.envs.minatar._common import (
     observation,
     points,
     register,
-    uniform24,
 )
 
 __all__ = ["Asterix", "AsterixState"]
@@ -90,12 +89,14 @@ def _from_minatar(environment: Any, key: Tensor) -> AsterixState:
 
 
 def _spawn(s: AsterixState, w: list[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``_spawn_entity``: the slots after one new object enters (where one can)."""
-    right = uniform24(w[0]) < 0.5
-    gold = uniform24(w[1]) < 1 / 3
+    """``_spawn_entity``: the slots after one new object enters (where one can). One word:
+    bit 0 the side, bits 1-15 gold (probability 10923 / 32768 for 1/3), bits 16-31 the
+    lane (each free lane within 8 / 65536 of its share)."""
+    right = below(w[0], 2, shift=0, width=1) == 1
+    gold = below(w[0], 3, shift=1, width=15) == 0
     free = ~s.ent_on
     n_free = free.sum(-1)
-    k = below(w[2], n_free.clamp(min=1))  # the k-th free slot, counting from lane 1
+    k = below(w[0], n_free.clamp(min=1), shift=16, width=16)  # the k-th free lane
     slot = free & (free.cumsum(-1) - 1 == k[..., None])
     x = torch.where(slot, torch.where(right, 0, 9)[..., None], s.ent_x)
     return (
@@ -115,20 +116,19 @@ class Asterix(MinAtarEnv):
     game = "asterix"
     channels = ("player", "enemy", "trail", "gold")
     minimal_actions = (NOOP, LEFT, UP, RIGHT, DOWN)
-    step_blocks = 2  # word 0: sticky action; 1, 2, 3: side, gold, lane of a new object
-    reset_blocks = 0
+    step_blocks = 1  # word 0: sticky action; word 1: side, gold and lane of a new object
 
     def _start(self, key: Tensor, params: MinAtarParams) -> AsterixState:
         zero = torch.zeros_like(key[..., 0])
-        lanes = torch.zeros((*zero.shape, SLOTS), dtype=torch.int64, device=zero.device)
+        lanes = zero[..., None] + torch.zeros(SLOTS, dtype=torch.int64, device=zero.device)
         false = torch.zeros_like(zero, dtype=torch.bool)
         return AsterixState(
             player_x=zero + 5,
             player_y=zero + 5,
             ent_x=lanes,
-            ent_on=lanes.bool(),
-            ent_right=lanes.bool(),
-            ent_gold=lanes.bool(),
+            ent_on=lanes != 0,
+            ent_right=lanes != 0,
+            ent_gold=lanes != 0,
             spawn_speed=zero + INIT_SPAWN_SPEED,
             spawn_timer=zero + INIT_SPAWN_SPEED,
             move_speed=zero + INIT_MOVE_INTERVAL,

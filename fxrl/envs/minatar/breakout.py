@@ -51,10 +51,11 @@ class BreakoutState:
     params: MinAtarParams
 
 
-def _wall(like: Tensor) -> Tensor:
-    """The three rows of bricks (rows 1 to 3) as bool [..., 10, 10]."""
-    rows = torch.arange(10, device=like.device)[:, None].expand(10, 10)
-    return ((rows >= 1) & (rows <= 3)).expand(*like.shape, 10, 10)
+def _wall(on: Tensor) -> Tensor:
+    """The three rows of bricks (rows 1 to 3) where ``on`` [...] is True: bool [..., 10, 10],
+    computed from ``on`` so that a vmapped reset gives a real batch (no stride-0 view)."""
+    rows = torch.arange(10, device=on.device)[:, None].expand(10, 10)
+    return (rows >= 1) & (rows <= 3) & on[..., None, None]
 
 
 def _from_minatar(environment: Any, key: Tensor) -> BreakoutState:
@@ -82,7 +83,6 @@ class Breakout(MinAtarEnv):
     channels = ("paddle", "ball", "trail", "brick")
     minimal_actions = (NOOP, LEFT, RIGHT)
     step_blocks = 1
-    reset_blocks = 1
 
     def _start(self, key: Tensor, params: MinAtarParams) -> BreakoutState:
         right = below(words(key, 0, 1)[0], 2) == 1  # package: randint(2) picks (0, 2) or (9, 3)
@@ -94,7 +94,7 @@ class Breakout(MinAtarEnv):
             ball_x=x,
             ball_dir=torch.where(right, 3, 2),
             pos=zero + 4,
-            bricks=_wall(x).clone(),
+            bricks=_wall(x >= 0),
             strike=false,
             last_y=zero + 3,
             last_x=x,
@@ -125,7 +125,7 @@ class Breakout(MinAtarEnv):
         d = torch.where(hit, 3 - d, d)
         bottom = ~top & ~brick & (new_y == 9)
         refill = bottom & ~bricks.any((-1, -2))
-        bricks = bricks | (_wall(refill) & refill[..., None, None])
+        bricks = bricks | _wall(refill)
         back = bottom & (s.ball_x == pos)  # paddle under the ball's old column
         sideways = bottom & ~back & (new_x == pos)
         d = torch.where(back, 3 - d, torch.where(sideways, d ^ 2, d))

@@ -23,9 +23,9 @@ from fxrl.envs.minatar._common import (
     UP,
     MinAtarEnv,
     MinAtarParams,
-    below,
     cells,
     common_fields,
+    digits,
     observation,
     points,
     register,
@@ -54,12 +54,11 @@ class FreewayState:
     params: MinAtarParams
 
 
-def _speeds(w: list[Tensor]) -> Tensor:
-    """8 signed speeds, one word per car: the package's ``randint(1, 6)`` times the sign of
-    ``rand() - 0.5``; size from the word's top 24 bits, sign from its lowest bit."""
-    size = torch.stack([1 + below(x, 5) for x in w[:CARS]], dim=-1)
-    sign = torch.stack([(x & 1).to(torch.int64) * 2 - 1 for x in w[:CARS]], dim=-1)
-    return size * sign
+def _speeds(hi: Tensor, lo: Tensor) -> Tensor:
+    """8 signed speeds [..., 8]: the package's ``randint(1, 6)`` times the sign of
+    ``rand() - 0.5`` per car, one of 10 outcomes each, from 8 base-10 digits of two words."""
+    d = torch.stack(digits(hi, lo, 10, CARS), dim=-1)
+    return (1 + d // 2) * (d % 2 * 2 - 1)
 
 
 def _from_minatar(environment: Any, key: Tensor) -> FreewayState:
@@ -87,11 +86,10 @@ class Freeway(MinAtarEnv):
     game = "freeway"
     channels = ("chicken", "car", "speed1", "speed2", "speed3", "speed4", "speed5")
     minimal_actions = (NOOP, UP, DOWN)
-    step_blocks = 5  # word 0: sticky action; words 1..8: new speeds when the chicken scores
-    reset_blocks = 4
+    step_blocks = 2  # word 0: sticky action; words 1, 2: new speeds when the chicken scores
 
     def _start(self, key: Tensor, params: MinAtarParams) -> FreewayState:
-        speed = _speeds(words(key, 0, self.reset_blocks))
+        speed = _speeds(*words(key, 0, 1))
         zero = torch.zeros_like(key[..., 0])
         return FreewayState(
             pos=zero + 9,
@@ -114,7 +112,7 @@ class Freeway(MinAtarEnv):
         pos = torch.where(up, (s.pos - 1).clamp(min=0), s.pos)
         pos = torch.where(down, (pos + 1).clamp(max=9), pos)
         win = pos == 0
-        speed = torch.where(win[..., None], _speeds(w), s.car_speed)
+        speed = torch.where(win[..., None], _speeds(w[0], w[1]), s.car_speed)
         timer = torch.where(win[..., None], speed.abs(), s.car_timer)
         pos = torch.where(win, 9, pos)
         # cars in turn; a hit only ever sends the chicken to row 9, where no car drives,
