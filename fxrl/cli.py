@@ -5,6 +5,7 @@
     fxrl eval DIR --episodes 10 --gymnasium        # greedy returns, also in gymnasium's env
     fxrl eval DIR --video agent.mp4                # also a video of the greedy agent (.gif)
     fxrl export DIR --format onnx                  # DIR/policy.onnx, preprocessing included
+    fxrl export DIR --format web --out SITE        # a static page playing it in the browser
     fxrl plot DIR [DIR ...] --out compare.png      # overlay learning curves
     fxrl demo                                      # what `make demo` runs
     fxrl tour                                      # a tour of the library
@@ -176,12 +177,22 @@ def _export(argv: list[str]) -> int:
 
     p = _Parser(prog="fxrl export", description="Write a run's policy for deployment.")
     p.add_argument("dir", help="the run directory")
-    p.add_argument("--format", default="onnx", choices=list(FORMATS), help="default: onnx")
-    p.add_argument("--out", default=None, help="file to write (default: DIR/policy.EXT)")
+    p.add_argument("--format", default="onnx", choices=[*FORMATS, "web"], help="default: onnx")
+    p.add_argument(
+        "--out", default=None, help="file to write (default: DIR/policy.EXT; web: DIR/web)"
+    )
     p.add_argument("--checkpoint", default="best", help="best (default), latest or previous")
     p.add_argument("--seed", type=int, default=None, help="agent (default: best return)")
     a = p.parse_args(argv)
     _threads(None)
+    if a.format == "web":  # a static site: policy and env in onnxruntime-web (fxrl.web)
+        from fxrl.web import export_site
+
+        site = export_site(
+            a.dir, a.out or Path(a.dir) / "web", checkpoint_name=a.checkpoint, seed=a.seed
+        )
+        print(f"{site}  (serve it: cd {site} && python -m http.server)")
+        return 0
     path = export_run(a.dir, a.format, out=a.out, checkpoint_name=a.checkpoint, seed=a.seed)
     print(path)
     return 0

@@ -1,0 +1,268 @@
+"""`fxrl export RUN --format web`: the page, in headless Chromium, plays the episodes that
+torch plays. Tiny PPO runs (one update each); Chromium from the npm package
+@sparticuz/chromium and onnxruntime-web, both installed by `make web-deps`."""
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fxrl.algorithms import ppo
+from fxrl.cli import main
+from fxrl.run.evaluate import load_run, seed_params
+from fxrl.run.loop import train
+from fxrl.web import reference_episode
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (dev extra)")
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVS = ["CartPole-v1", "Acrobot-v1", "Pendulum-v1"]
+SEEDS = range(5)
+# Actions agree step for step until float rounding (wasm's sin/cos vs torch's, ~1e-7) has
+# grown into a different decision; measured (docs/guide/web-export.md) no earlier than
+# step 185 in CartPole over 50 seeds of a barely trained policy, never in Acrobot.
+FLOAT_HORIZON = 100
+CONTINUOUS_ATOL = 1e-4  # Pendulum torques: measured within 5.3e-6 over 50 episodes
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_executable() -> str:
+    """$FXRL_CHROMIUM, else the binary @sparticuz/chromium extracts (make web-deps)."""
+    if os.environ.get("FXRL_CHROMIUM"):
+        return os.environ["FXRL_CHROMIUM"]
+    if not (ROOT / "node_modules" / "@sparticuz" / "chromium").is_dir() or not shutil.which("node"):
+        pytest.skip("Chromium not installed: run `make web-deps` (npm) or set FXRL_CHROMIUM")
+    script = "import('@sparticuz/chromium').then(async c => console.log(await "
+    script += "c.default.executablePath()))"
+    out = subprocess.run(
+        ["node", "-e", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory):
+    """One tiny PPO run per env and its site; CartPole's is exported through the CLI."""
+    root = tmp_path_factory.mktemp("web")
+    out = {}
+    for env_id in ENVS:
+        config = ppo.Config(env=env_id, total_steps=512)
+        train("ppo", config, root / "runs" / env_id, num_seeds=1, quiet=True)
+        site = root / "sites" / env_id
+        args = ["export", str(root / "runs" / env_id), "--format", "web", "--out", str(site)]
+        if env_id == "CartPole-v1":
+            with pytest.raises(SystemExit) as exit_:
+                main(args)
+            assert exit_.value.code == 0
+        else:
+            from fxrl.web import export_site
+
+            export_site(root / "runs" / env_id, site)
+        out[env_id] = site
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(sites):
+    root = next(iter(sites.values())).parent
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(root))
+    )
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = chromium_executable()
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, args=FLAGS, headless=True)
+        yield b
+        b.close()
+
+
+class Page:
+    """A fresh browser context on one URL; every request off 127.0.0.1 is aborted."""
+
+    def __init__(self, browser, url):
+        self.context = browser.new_context()
+        self.page = self.context.new_page()
+        self.console, self.blocked, self.requested = [], [], []
+        self.page.on("console", lambda m: self.console.append((m.type, m.text)))
+        self.page.on("pageerror", lambda e: self.console.append(("error", str(e))))
+        self.page.route("**/*", self._route)
+        self.page.goto(url)
+
+    def _route(self, route):
+        url = route.request.url
+        if url.startswith(("http://127.0.0.1:", "data:")):
+            self.requested.append(url)
+            route.continue_()
+        else:
+            self.blocked.append(url)
+            route.abort()
+
+    def ready(self):
+        self.page.evaluate("fxrl.ready")
+        return self
+
+    def play(self, seed, max_steps=None):
+        if max_steps is None:
+            return self.page.evaluate("s => fxrl.play(s)", seed)
+        return self.page.evaluate("([s, n]) => fxrl.play(s, n)", [seed, max_steps])
+
+    def close(self):
+        errors = [text for kind, text in self.console if kind == "error"]
+        self.context.close()
+        assert errors == [], errors
+        assert self.blocked == [], f"the page asked for non-local resources: {self.blocked}"
+
+
+@pytest.fixture
+def open_page(browser, server):
+    pages = []
+
+    def make(env_id):
+        pages.append(Page(browser, f"{server}/{env_id}/index.html"))
+        return pages[-1].ready()
+
+    yield make
+    for p in pages:
+        p.close()
+
+
+@functools.cache
+def torch_policy(site):
+    record = json.loads((Path(site) / "site.json").read_text())["run"]
+    _, algo, state, _ = load_run(
+        Path(site).parents[1] / "runs" / Path(site).name, record["checkpoint"]
+    )
+    params = seed_params(state, record["seed"])
+    return lambda obs: algo.policy(params, obs, mode="mode")
+
+
+def first_difference(page_actions, torch_actions):
+    a = np.asarray(page_actions, dtype=np.float64)
+    b = np.asarray(torch_actions, dtype=np.float64)
+    n = min(len(a), len(b))
+    far = np.abs(a[:n] - b[:n]) > CONTINUOUS_ATOL
+    return int(np.argmax(far)) if far.any() else (None if len(a) == len(b) else n)
+
+
+@pytest.mark.parametrize("env_id", ENVS)
+def test_the_page_plays_the_episodes_torch_plays(sites, open_page, env_id):
+    page = open_page(env_id)
+    policy = torch_policy(sites[env_id])
+    for seed in SEEDS:
+        web = page.play(seed)
+        ref = reference_episode(policy, env_id, seed)
+        k = first_difference(web["actions"], ref["actions"])
+        where = f"{env_id} seed {seed}: first different action at step {k}"
+        if k is not None:  # only once float rounding has grown into a different decision
+            assert k >= FLOAT_HORIZON, where
+            continue
+        assert web["length"] == ref["length"] == len(web["actions"]), where
+        if env_id == "Pendulum-v1":  # float rewards summed over slightly different torques
+            assert web["return"] == pytest.approx(ref["return"], rel=1e-4), where
+        else:
+            assert web["actions"] == ref["actions"] and web["return"] == ref["return"], where
+
+
+def test_play_stops_after_max_steps(sites, open_page):
+    page = open_page("CartPole-v1")
+    ref = reference_episode(torch_policy(sites["CartPole-v1"]), "CartPole-v1", 3, max_steps=10)
+    assert page.play(3, 10) == ref and ref["length"] == 10
+    assert page.play(3, 0) == {"return": 0, "length": 0, "actions": []}
+
+
+def test_play_rejects_a_seed_that_is_not_an_integer(open_page):
+    page = open_page("CartPole-v1")
+    message = page.page.evaluate(
+        "fxrl.play(1.5).then(() => 'played', e => `${e.name}: ${e.message}`)"
+    )
+    assert message == "TypeError: fxrl.play: seed must be an integer, got 1.5"
+
+
+def test_the_controls_play_a_seed_on_the_canvas_and_show_its_return(sites, open_page):
+    page = open_page("CartPole-v1")
+    ref = reference_episode(torch_policy(sites["CartPole-v1"]), "CartPole-v1", 7)
+    p = page.page
+    p.fill("#seed", "7")
+    p.click("#new")
+    p.select_option("#speed", "0")  # max
+    p.click("#play")
+    shown = p.wait_for_function(
+        "() => document.getElementById('status').textContent.includes('over') && "
+        "[document.getElementById('step').textContent, "
+        "document.getElementById('return').textContent]",
+        timeout=60_000,
+    ).json_value()
+    p.click("#play")  # pause
+    assert shown == [str(ref["length"]), f"{ref['return']:.2f}"]
+    colours = p.evaluate(
+        "() => { const c = document.getElementById('screen'); const d = c.getContext('2d')"
+        ".getImageData(0, 0, c.width, c.height).data; const s = new Set();"
+        "for (let i = 0; i < d.length; i += 4) s.add(d[i] * 65536 + d[i+1] * 256 + d[i+2]);"
+        "return s.size; }"
+    )
+    assert colours >= 3  # background, track, cart, pole: a frame, not a blank canvas
+    step = p.text_content("#step")
+    p.wait_for_timeout(300)
+    assert p.text_content("#step") == step  # paused
+
+
+def test_every_file_the_page_loads_is_in_the_site(sites, open_page, server):
+    page = open_page("CartPole-v1")
+    page.play(0, 5)
+    names = {u.removeprefix(f"{server}/CartPole-v1/") for u in page.requested}
+    assert names >= {"index.html", "site.json", "policy.onnx", "step.onnx", "ort.wasm.min.js"}
+    assert all((sites["CartPole-v1"] / n).is_file() for n in names)
+
+
+def test_opened_from_a_file_the_page_says_how_to_serve_it(sites, browser):
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto((sites["CartPole-v1"] / "index.html").as_uri())
+        error = page.evaluate("fxrl.ready.then(() => 'ready', e => e.message)")
+        assert "python -m http.server" in error
+        assert page.is_visible("#message")
+        assert "python -m http.server" in page.text_content("#message")
+    finally:
+        context.close()
+
+
+def test_a_run_of_an_env_the_web_cannot_run_is_a_one_line_error(sites, tmp_path, capsys):
+    run = next(iter(sites.values())).parents[1] / "runs" / "CartPole-v1"
+    info = json.loads((run / "config.json").read_text())
+    info["config"]["env"] = "ALE/Pong-v5"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps(info))
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", str(tmp_path / "run"), "--format", "web", "--out", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    assert exit_.value.code != 0 and err.count("\n") == 1, err
+    assert "'ALE/Pong-v5' cannot run in a web page" in err
+    assert "CartPole-v1, Pendulum-v1" in err and not (tmp_path / "s").exists()
