@@ -59,23 +59,41 @@ def bare(id: str, **params: Any) -> envs.Env:
 
 
 def stepped_in_parity(
-    id: str, *, num_envs: int, steps: int, seed: int, sticky_action_prob: float = 0.0
+    id: str,
+    *,
+    num_envs: int,
+    steps: int,
+    seed: int,
+    sticky_action_prob: float = 0.0,
+    action_p: list[float] | None = None,
+    drawn_channels: tuple[int, ...] = (),
+    drawn_reward: bool = False,
+    **package_kwargs: Any,
 ) -> dict[str, int]:
     """Step ``num_envs`` package games and a batch of fxrl states built from them with the
     same random actions; where the package's step drew no random number, assert that
     observation, reward and terminal are identical. After a step that drew, or after the
     game ended (the package then resets, which draws), rebuild that env's fxrl state
-    from the package's game. Returns counts of what was compared."""
+    from the package's game. Returns counts of what was compared.
+
+    Args:
+      action_p: probabilities of the 6 actions (uniform if None).
+      drawn_channels: observation channels that must agree even after a step where the
+        package drew (what its draws cannot change), with reward and terminal too if
+        ``drawn_reward``.
+      package_kwargs: more ``minatar.Environment`` arguments (``difficulty_ramping``).
+    """
     env = bare(id)
     games = [
-        package_env(id, seed + i, sticky_action_prob=sticky_action_prob) for i in range(num_envs)
+        package_env(id, seed + i, sticky_action_prob=sticky_action_prob, **package_kwargs)
+        for i in range(num_envs)
     ]
     key = random.key(seed)
     state = tree.stack(
         [fx_minatar.from_minatar(g, random.fold_in(key, i)) for i, g in enumerate(games)]
     )
-    actions = np.random.RandomState(seed).randint(6, size=(steps, num_envs))
-    counts = {"compared": 0, "resynced": 0, "rewards": 0, "terminals": 0}
+    actions = np.random.RandomState(seed).choice(6, size=(steps, num_envs), p=action_p)
+    counts = {"compared": 0, "resynced": 0, "rewards": 0, "terminals": 0, "drawn_rewards": 0}
     for t in range(steps):
         drawn_before = [g.env.random.calls for g in games]
         results = [g.act(int(a)) for g, a in zip(games, actions[t], strict=True)]
@@ -95,6 +113,14 @@ def stepped_in_parity(
                 counts["rewards"] += int(reward != 0)
                 counts["terminals"] += int(terminal)
             else:
+                where = f"{id} env {i} step {t} (action {actions[t, i]}, the package drew)"
+                expected = torch.from_numpy(g.state().astype(np.float32))
+                for c in drawn_channels:
+                    assert torch.equal(ts.obs[i, :, :, c], expected[:, :, c]), f"{where}: ch {c}"
+                if drawn_reward:
+                    assert float(ts.reward[i]) == reward, f"{where}: reward differs"
+                    assert bool(ts.terminated[i]) == terminal, f"{where}: terminal differs"
+                    counts["drawn_rewards"] += int(reward != 0)
                 counts["resynced"] += 1
                 resync.append(i)
             if terminal:
