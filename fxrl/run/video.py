@@ -11,8 +11,8 @@ Pure envs are drawn by their pure ``env.render(state)``; host envs (``fxrl.envs.
 ``fxrl.envs.atari``, also under fxrl transforms) by their own gymnasium / ALE
 ``render()``, so build them with ``render_mode="rgb_array"``. Each episode gives one frame
 per action: the picture of the state the agent acted on, so an episode of length ``T``
-has ``T`` frames. Writing needs the ``video`` extra (imageio, and imageio-ffmpeg for
-MP4): ``pip install 'fxrl[video]'``.
+has ``T`` frames. GIFs need Pillow (a dependency of matplotlib, so always there); MP4
+needs the ``video`` extra (imageio, imageio-ffmpeg): ``pip install 'fxrl[video]'``.
 """
 
 from __future__ import annotations
@@ -47,14 +47,12 @@ FFMPEG_EXTENSIONS = (".mp4", ".mkv", ".mov")
 
 
 def video_extensions() -> list[str]:
-    """The file extensions that installed writers support: ``.gif`` with imageio and
-    Pillow, ``.mp4``/``.mkv``/``.mov`` with imageio-ffmpeg too."""
-    if importlib.util.find_spec("imageio") is None:
-        return []
+    """The file extensions that installed writers support: ``.gif`` with Pillow,
+    ``.mp4``/``.mkv``/``.mov`` with imageio and imageio-ffmpeg (the ``video`` extra)."""
     found = []
     if importlib.util.find_spec("PIL") is not None:
         found.append(".gif")
-    if importlib.util.find_spec("imageio_ffmpeg") is not None:
+    if all(importlib.util.find_spec(m) is not None for m in ("imageio", "imageio_ffmpeg")):
         found += FFMPEG_EXTENSIONS
     return found
 
@@ -71,7 +69,7 @@ def check_path(path: str | Path) -> Path:
                 f"video: cannot write {str(path)!r}: no video writer is installed. "
                 "pip install 'fxrl[video]' (imageio, imageio-ffmpeg)."
             )
-        wanted = " (pip install imageio-ffmpeg)" if ext in FFMPEG_EXTENSIONS else ""
+        wanted = " (pip install 'fxrl[video]')" if ext in FFMPEG_EXTENSIONS else ""
         raise ValueError(
             f"video: cannot write {str(path)!r}: no installed writer for "
             f"{ext or 'a path without an extension'!r}{wanted}; supported: {', '.join(have)}."

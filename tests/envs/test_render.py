@@ -122,6 +122,19 @@ def test_render_exports_with_torch_export(id, batched_states):
     assert torch.equal(exported(other), env.render(other))
 
 
+@pytest.mark.parametrize("id", ["CartPole-v1", "MountainCar-v0"])  # every draw helper
+def test_render_runs_in_onnx_runtime_with_the_same_pixels(id, batched_states, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from fxrl.export import export, load_onnx, to_onnx
+
+    env = bare(id)
+    exported = export(lambda params, s: env.render(s), {}, tree.index(batched_states[id], 0))
+    program = load_onnx(str(to_onnx(exported, tmp_path / "render.onnx")), threads=1)
+    other = tree.index(batched_states[id], 1)
+    (frame,) = tree.leaves(program(tree.map(lambda x: x.numpy(), other)))
+    assert np.array_equal(np.asarray(frame), env.render(other).numpy())
+
+
 # ---------------------------------------------------------------- gymnasium's own frames
 
 

@@ -14,7 +14,6 @@ from fxrl.run.evaluate import load_run, seed_params
 from fxrl.run.loop import train
 
 iio = pytest.importorskip("imageio.v3")
-pytest.importorskip("imageio_ffmpeg")
 from PIL import Image  # noqa: E402  (Pillow comes with matplotlib)
 
 FPS = 25  # 40 ms: a whole number of the GIF format's 10 ms ticks
@@ -78,6 +77,7 @@ def test_gif_of_a_run_holds_exactly_the_rendered_states_of_its_episodes(run_dir,
 
 
 def test_mp4_of_a_run_has_one_frame_per_step_close_to_the_renders(run_dir, tmp_path):
+    pytest.importorskip("imageio_ffmpeg")
     rec = video.record_run(run_dir, tmp_path / "agent.mp4", episodes=1, max_steps=20, fps=FPS)
     expected, lengths = replay(run_dir, 1, max_steps=20)
     got = np.stack(list(iio.imiter(rec.path, plugin="FFMPEG")))
@@ -108,7 +108,8 @@ def test_cli_video_with_an_unsupported_extension_is_a_one_line_error(run_dir, tm
     assert exit.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "no installed writer for '.avi'; supported: .gif, .mp4, .mkv, .mov." in err
+    supported = ", ".join(video.video_extensions())
+    assert f"no installed writer for '.avi'; supported: {supported}." in err
     assert not (tmp_path / "agent.avi").exists()
 
 
