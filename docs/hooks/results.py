@@ -4,7 +4,8 @@ A page asks for a table with an HTML comment on a line of its own:
 
 - ``<!-- results:bench NAME -->``: every case of ``docs/results/NAME.jsonl``, a file written by
   ``bench/NAME.py`` (its first line is a header with ``bench``, ``cpu``, ``torch``, ``threads``),
-  as tables of timings and ratios, with the command, the CPU and the date the file was committed.
+  as tables of timings and ratios and a plot of the ratios (inline SVG, matplotlib), with the
+  command, the CPU and the date the file was committed.
 - ``<!-- results:benches -->``: the above for every benchmark JSONL file in docs/results.
 - ``<!-- results:timing NAME -->``: a run's ``timing.jsonl`` (one line per training session).
 - ``<!-- results:config fxrl/algorithms/NAME.py -->``: the fields of that module's ``Config``
@@ -19,6 +20,7 @@ Nothing here imports fxrl or torch: the site builds from the files alone.
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
 import subprocess
@@ -91,6 +93,9 @@ def bench_tables(name: str) -> str:
         f" ([raw JSONL](../results/{name}.jsonl)).",
         "",
     ]
+    ratios_all = [r for r in lines if "ratio" in r and "value" in r]
+    if ratios_all:
+        out += [f'<div class="bench-plot">{ratio_plot(name, ratios_all)}</div>', ""]
     cases: dict[str, list[dict]] = {}
     for row in lines:
         if "case" in row:
@@ -105,6 +110,38 @@ def bench_tables(name: str) -> str:
         if ratios:
             out += [_table(ratios, _columns(ratios, ["ratio", "value", "min", "max"])), ""]
     return "\n".join(out)
+
+
+def ratio_plot(name: str, rows: list[dict]) -> str:
+    """An inline SVG of a benchmark's ratio rows: median with the min-max range, a line at 1."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def label(row: dict) -> str:  # the ratio and the settings that vary within its case
+        case = [r for r in rows if r.get("case") == row.get("case")]
+        keys = [k for k in row if k not in MEASURES]
+        varying = [k for k in keys if len({json.dumps(r.get(k)) for r in case}) > 1]
+        return row["ratio"] + "".join(f", {k}={row[k]}" for k in varying)
+
+    labels = [label(r) for r in rows]
+    values = [r["value"] for r in rows]
+    low = [r["value"] - r.get("min", r["value"]) for r in rows]
+    high = [r.get("max", r["value"]) - r["value"] for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.2))
+    ax.barh(range(len(rows)), values, xerr=[low, high], color="#5c6bc0", capsize=3)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("time ratio a/b (below 1: a is faster); median, min-max")
+    ax.set_title(name, fontsize=9)
+    fig.subplots_adjust(left=0.45, right=0.97, top=0.92, bottom=0.5 / (0.35 * len(rows) + 1.2))
+    out = io.StringIO()
+    fig.savefig(out, format="svg")
+    plt.close(fig)
+    svg = out.getvalue()
+    return svg[svg.index("<svg") :].replace("\n", " ")
 
 
 def all_benches() -> str:
