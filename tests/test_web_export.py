@@ -207,9 +207,11 @@ def test_play_rejects_a_seed_that_is_not_an_integer(open_page):
 
 def test_the_controls_play_a_seed_on_the_canvas_and_show_its_return(sites, open_page):
     page = open_page("CartPole-v1")
-    ref = reference_episode(torch_policy(sites["CartPole-v1"]), "CartPole-v1", 7)
+    policy = torch_policy(sites["CartPole-v1"])
+    refs = [reference_episode(policy, "CartPole-v1", seed) for seed in range(5, 10)]
+    seed, ref = min(enumerate(refs, 5), key=lambda r: r[1]["length"])  # the quickest to watch
     p = page.page
-    p.fill("#seed", "7")
+    p.fill("#seed", str(seed))
     p.click("#new")
     p.select_option("#speed", "0")  # max
     p.click("#play")

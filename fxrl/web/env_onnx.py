@@ -84,8 +84,8 @@ def export_env(env: Env, out_dir: str | Path, *, render: bool = True) -> dict[st
 
     leaves = dict(zip(names, tree.leaves(state), strict=True))
     action = env.action_spec.zeros()
-    to_onnx(export(reset_fn, {}, random.key(0)), out_dir / "reset.onnx")
-    to_onnx(export(step_fn, {}, leaves, action), out_dir / "step.onnx")
+    _save(export(reset_fn, {}, random.key(0)), out_dir / "reset.onnx")
+    _save(export(step_fn, {}, leaves, action), out_dir / "step.onnx")
     frame = None
     if render and has_render(env, state):
 
@@ -93,7 +93,9 @@ def export_env(env: Env, out_dir: str | Path, *, render: bool = True) -> dict[st
             return {"frame": env.render(unflatten(state))}
 
         frame = list(env.render(state).shape)
-        to_onnx(export(render_fn, {}, leaves), out_dir / "render.onnx")
+        # Unoptimized: constant folding turns the drawing's index grids into initializers
+        # (CartPole's render: 2 MB instead of 0.2 MB); onnxruntime optimizes it when loading.
+        _save(export(render_fn, {}, leaves), out_dir / "render.onnx", optimize=False)
     return {
         "state": [_entry(n, leaves[n]) for n in names],
         "obs": _entry("obs", first.obs),
@@ -105,3 +107,35 @@ def export_env(env: Env, out_dir: str | Path, *, render: bool = True) -> dict[st
         },
         "frame": frame,
     }
+
+
+def _save(exported: Any, path: Path, optimize: bool = True) -> None:
+    """``to_onnx``, then ``Where`` over bool tensors rewritten over uint8: onnxruntime
+    (its CPU kernels, which onnxruntime-web compiles to wasm) has no bool ``Where``, which
+    grid envs (MinAtar's bricks and walls) select with."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    to_onnx(exported, path, optimize=optimize)
+    model = onnx.load(str(path))
+    graph = model.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.output]}
+    nodes, changed = [], False
+    for node in graph.node:
+        if node.op_type != "Where" or types.get(node.output[0]) != TensorProto.BOOL:
+            nodes.append(node)
+            continue
+        cond, a, b = node.input
+        out = node.output[0]
+        u8 = [f"{out}__u8_{i}" for i in range(3)]
+        nodes += [
+            helper.make_node("Cast", [a], [u8[0]], to=TensorProto.UINT8),
+            helper.make_node("Cast", [b], [u8[1]], to=TensorProto.UINT8),
+            helper.make_node("Where", [cond, u8[0], u8[1]], [u8[2]], name=node.name),
+            helper.make_node("Cast", [u8[2]], [out], to=TensorProto.BOOL),
+        ]
+        changed = True
+    if changed:
+        del graph.node[:]
+        graph.node.extend(nodes)
+        onnx.save(model, str(path))

@@ -1,5 +1,6 @@
 // The page: loads site.json and the ONNX models (policy, env reset/step, render) into
-// onnxruntime-web, plays episodes on the canvas, and exposes
+// onnxruntime-web, plays episodes on the canvas (frames from the env's render; the
+// observation as text for an env without one), and exposes
 //   window.fxrl = { ready: Promise<void>,
 //                   play(seed, maxSteps?): Promise<{return, length, actions}> }
 // play(seed) is the greedy episode that fxrl.envs.make(env_id, auto_reset=False,
@@ -105,11 +106,6 @@
       ctx.drawImage(image, 0, 0, canvas.width, canvas.height);
       return;
     }
-    const drawer = FXRL_DRAWERS[site.env_id];
-    if (drawer) {
-      drawer(ctx, canvas.width, canvas.height, (name) => scalar(t.state["state_" + name]));
-      return;
-    }
     ctx.fillStyle = "#222";
     ctx.font = "16px monospace";
     const obs = Array.from(t.obs.data, (v) => Number(v).toFixed(3));
@@ -182,6 +178,11 @@
     const [policy, reset_, step_, render] = await Promise.all(
       [m.policy, m.reset, m.step, m.render].map((f) => (f ? open(f) : null)));
     sessions = { policy, reset: reset_, step: step_, render };
+    if (site.frame) {  // the render's aspect ratio, scaled by a whole factor up to 600 px wide
+      const k = Math.max(1, Math.floor(600 / site.frame[1]));
+      canvas.width = site.frame[1] * k;
+      canvas.height = site.frame[0] * k;
+    }
     document.title = `fxrl: ${site.run.algorithm} on ${site.env_id}`;
     $("title").textContent = `${site.run.algorithm} on ${site.env_id}`;
     $("run").textContent = `run ${site.run.dir}, seed ${site.run.seed}, ` +
