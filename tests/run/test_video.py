@@ -185,3 +185,28 @@ def test_episodes_of_an_auto_resetting_env_follow_on_from_its_own_reset():
         state, ts = env.step(state, torch.tensor(1))
     assert torch.equal(torch.from_numpy(rec.frames[rec.lengths[0]]), env.render(state))
     assert rec.lengths[0] == int(ts.info["episode_length"]) and len(rec.lengths) == 2
+
+
+def test_greedy_policy_feeds_a_recurrent_carry_back_and_resets_it_each_episode():
+    from fxrl.algorithms import recurrent_ppo
+
+    algo = recurrent_ppo.make(recurrent_ppo.Config(num_envs=2, num_steps=8, num_minibatches=1))
+    params = algo.init(random.key(0)).params
+    rec = video.play(algo.env, video.greedy_policy(algo, params), episodes=2, max_steps=12)
+    # by hand: one batch of one env, the carry fed back, is_init on each episode's first step
+    env = algo.env
+    state, ts = env.reset(random.key(0))
+    frames, obs = [], ts.obs
+    for episode in range(2):
+        carry, first, done, length = algo.initial_carry((1,)), True, False, 0
+        while not done and length < 12:
+            frames.append(env.render(state).numpy())
+            with torch.no_grad():
+                action, carry = algo.policy(params, obs[None], carry, torch.tensor([first]))
+            state, ts = env.step(state, action[0])
+            first, done, length = False, bool(ts.done), length + 1
+            obs = ts.info["next_obs"]
+        if not done:
+            state, ts = env.reset(random.fold_in(random.key(0), episode + 1))
+            obs = ts.obs
+    assert np.array_equal(rec.frames, np.stack(frames))
