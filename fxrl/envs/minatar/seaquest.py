@@ -47,7 +47,7 @@ from torch import Tensor
 
 from fxrl import tree
 from fxrl.envs.minatar import _common
-from fxrl.envs.minatar._common import DOWN, FIRE, LEFT, RIGHT, UP, below, uniform24
+from fxrl.envs.minatar._common import DOWN, FIRE, LEFT, RIGHT, UP
 
 __all__ = ["CAPACITY", "Seaquest", "SeaquestParams", "SeaquestState", "Slots"]
 
@@ -236,6 +236,20 @@ def _enemies_move(
     return e, x, before, f_bullets.replace(alive=f_alive), terminal, reward
 
 
+def _spawn_draws(word: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """A step's spawn draws from one 32-bit word (int32): enemy side (bit 0, the package's
+    ``rand() < 1/2``), enemy row (bits 1-3, ``randint(1, 9)``), diver side (bit 4), diver
+    row (bits 5-7), and whether the enemy is a submarine (bits 8-31 as a 24-bit fraction
+    below 1/3: probability 1/3 + 4e-8). Returns (lr, is_sub, row, diver lr, diver row)."""
+    w = word.to(torch.int64) & 0xFFFFFFFF
+    lr = (w & 1) == 1
+    row = ((w >> 1) & 7) + 1
+    d_lr = ((w >> 4) & 1) == 1
+    d_row = ((w >> 5) & 7) + 1
+    is_sub = ((w >> 8) & 0xFFFFFF) * 3 < 2**24
+    return lr, is_sub, row, d_lr, d_row
+
+
 def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestState, Tensor]:
     """The package's ``Env.act`` for a live game, its random draws taken from ``w``."""
     p = s.params
@@ -245,9 +259,7 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
 
     # spawn an enemy (not in a row that has one heading the other way) and a diver
     spawn = s.e_spawn_timer == 0
-    lr = uniform24(w[0]) < 0.5
-    is_sub = uniform24(w[1]) < 1 / 3
-    ey = below(w[2], 8) + 1
+    lr, is_sub, ey, d_lr, dy = _spawn_draws(w[0])
     ex = torch.where(lr, 0, 9)
     fish, subs = s.e_fish, s.e_subs
     blocked = (fish.alive & (fish.y == ey[..., None]) & (fish.right != lr[..., None])).any(-1) | (
@@ -258,8 +270,6 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
     fish = _add(fish, ok & ~is_sub, ex, ey, lr, s.move_speed, 0, stamp)
     e_spawn_timer = torch.where(spawn, s.e_spawn_speed, s.e_spawn_timer)
     d_spawn = s.d_spawn_timer == 0
-    d_lr = uniform24(w[3]) < 0.5
-    dy = below(w[4], 8) + 1
     divers = _add(
         s.divers, d_spawn, torch.where(d_lr, 0, 9), dy, d_lr, p.diver_move_interval, 0, stamp + 1
     )
@@ -321,7 +331,9 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
     )
     fires = had & (subs.shot == 0)
     subs = subs.replace(
-        shot=torch.where(fires, p.enemy_shot_interval, torch.where(had, subs.shot - 1, subs.shot))
+        shot=torch.where(
+            fires, p.enemy_shot_interval[..., None], torch.where(had, subs.shot - 1, subs.shot)
+        )
     )
     e_bullets = s.e_bullets
     free = ~e_bullets.alive
@@ -334,13 +346,17 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
         )
     )  # [..., subs, bullets]: the k-th firing submarine fills the k-th free slot
     put = match.any(-2)
+    # appended newest submarine first, as the package's loop: later stamps for older subs
+    newer = (fires[..., None, :] & (subs.order[..., None, :] > subs.order[..., :, None])).sum(-1)
     e_bullets = Slots(
         x=torch.where(put, (match * sx[..., :, None]).sum(-2), e_bullets.x),
         y=torch.where(put, (match * subs.y[..., :, None]).sum(-2), e_bullets.y),
         right=torch.where(put, (match & subs.right[..., :, None]).any(-2), e_bullets.right),
         move=e_bullets.move,
         shot=e_bullets.shot,
-        order=torch.where(put, stamp[..., None], e_bullets.order),
+        order=torch.where(
+            put, (match * (stamp[..., None] + newer)[..., :, None]).sum(-2), e_bullets.order
+        ),
         alive=e_bullets.alive | put,
     )
 
@@ -394,7 +410,7 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
         ramp_index=s.ramp_index + ramp.long(),
         shot_timer=count_down(shot_timer),
         surface=surface,
-        stamps=stamp + 1,
+        stamps=stamp + CAPACITY["e_subs"],
         terminal=terminal,
     )
     return moved, reward
@@ -467,7 +483,7 @@ class Seaquest(_common.MinAtarEnv):
     game = "seaquest"
     channels = CHANNELS
     minimal_actions = (0, 1, 2, 3, 4, 5)  # the package's minimal_action_set(): all six
-    step_blocks = 3  # sticky action, enemy (side, kind, row), diver (side, row)
+    step_blocks = 1  # one word for the sticky action, one for the spawns (_spawn_draws)
 
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         super().__init__(dtype)
