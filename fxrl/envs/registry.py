@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from fxrl.envs.acrobot import Acrobot
-from fxrl.envs.bsuite import Catch, DeepSea
+from fxrl.envs.bsuite import Catch, DeepSea, DiscountingChain, MemoryChain, UmbrellaChain
 from fxrl.envs.cartpole import CartPole
 from fxrl.envs.continuous_mountain_car import ContinuousMountainCar
 from fxrl.envs.core import Env
@@ -35,6 +35,9 @@ _REGISTRY: dict[str, tuple[type[Env], int | None]] = {
     # bsuite and misc tasks: gymnax's ids and max_steps_in_episode
     "Catch-bsuite": (Catch, 1000),
     "DeepSea-bsuite": (DeepSea, 2000),
+    "DiscountingChain-bsuite": (DiscountingChain, 100),
+    "MemoryChain-bsuite": (MemoryChain, 1000),
+    "UmbrellaChain-bsuite": (UmbrellaChain, 100),
     "BernoulliBandit-misc": (BernoulliBandit, 100),
     "GaussianBandit-misc": (GaussianBandit, 100),
     "FourRooms-misc": (FourRooms, 500),

@@ -10,15 +10,19 @@ import torch
 
 from fxrl import envs, random, tree
 from fxrl.compile import compile as fxrl_compile
-from fxrl.envs.bsuite import Catch, DeepSea
+from fxrl.envs.bsuite import Catch, DeepSea, DiscountingChain, MemoryChain, UmbrellaChain
 from fxrl.export import export
 from fxrl.testing import assert_trees_close, check_env
 
 bsuite_envs = pytest.importorskip("bsuite.environments")
 from bsuite.environments import catch as bs_catch  # noqa: E402
 from bsuite.environments import deep_sea as bs_deep_sea  # noqa: E402
+from bsuite.environments import discounting_chain as bs_discounting  # noqa: E402
+from bsuite.environments import memory_chain as bs_memory  # noqa: E402
+from bsuite.environments import umbrella_chain as bs_umbrella  # noqa: E402
 
-IDS = ["Catch-bsuite", "DeepSea-bsuite"]
+IDS = ["Catch-bsuite", "DeepSea-bsuite", "DiscountingChain-bsuite", "MemoryChain-bsuite",
+       "UmbrellaChain-bsuite"]  # fmt: skip
 
 
 def bare(id: str, **params):
@@ -51,7 +55,7 @@ class Draws:
         return self.values["randn"]
 
     def binomial(self, n: int, p: float, size=None):
-        return self.values["binomial"]
+        return self.values["binomial" if size is None else "binomial_size"]
 
 
 # ------------------------------------------------------------------------------ Catch
@@ -163,6 +167,90 @@ def test_stochastic_deep_sea_moves_right_with_probability_1_minus_1_over_size():
     state, _ = torch.func.vmap(env.step)(state, torch.ones(n, dtype=torch.long))
     moved = state.column.double().mean()
     assert abs(moved - 0.8) < 5 * (0.8 * 0.2 / n) ** 0.5
+
+
+# ------------------------------------------------------------------------------ chains
+
+
+@pytest.mark.parametrize("mapping_seed", [0, 3, 7])
+def test_discounting_chain_follows_bsuite_for_every_first_action(mapping_seed):
+    ref = bs_discounting.DiscountingChain(mapping_seed=mapping_seed)
+    env = DiscountingChain()
+    params = env.default_params.replace(bonus_action=mapping_seed % 5)
+    actions = np.random.default_rng(mapping_seed).integers(0, 5, 10 * 100)
+    returns = []
+    for episode in range(10):
+        bts = ref.reset()
+        state, ts = env.reset(random.key(episode), params)
+        assert_same_step(ts, bts, "reset")
+        total, t = 0.0, 0
+        first = episode % 5  # every chain chosen twice
+        while not bts.last():
+            a = first if t == 0 else int(actions[100 * episode + t])
+            state, ts = env.step(state, torch.tensor(a))
+            bts = ref.step(a)
+            assert_same_step(ts, bts, f"episode {episode}, step {t}")
+            total, t = total + float(ts.reward), t + 1
+        returns.append(total)
+    assert t == 100 and sorted(set(returns)) == pytest.approx([1.0, 1.1])
+
+
+@pytest.mark.parametrize("memory_length, num_bits", [(5, 1), (3, 4)])
+def test_memory_chain_follows_bsuite_over_200_episodes(memory_length, num_bits):
+    ref = bs_memory.MemoryChain(memory_length=memory_length, num_bits=num_bits, seed=0)
+    env = MemoryChain(num_bits)
+    params = env.default_params.replace(memory_length=memory_length)
+    actions = np.random.default_rng(num_bits).integers(0, 2, 200 * (memory_length + 1))
+    i, rewards = 0, []
+    for episode in range(200):
+        bts = ref.reset()
+        state, ts = env.reset(random.key(episode), params)
+        ref._context, ref._query = state.context.numpy().copy(), int(state.query)  # its draws
+        assert_same_step(ts, bts._replace(observation=ref._get_observation()), "reset")
+        while not bts.last():
+            a = int(actions[i])
+            i += 1
+            state, ts = env.step(state, torch.tensor(a))
+            bts = ref.step(a)
+            assert_same_step(ts, bts, f"episode {episode}, action {a}")
+        rewards.append(float(ts.reward))
+    assert int(state.t) == memory_length + 1 and sorted(set(rewards)) == [-1.0, 1.0]
+
+
+@pytest.mark.parametrize("chain_length, n_distractor", [(10, 0), (4, 3)])
+def test_umbrella_chain_follows_bsuite_given_the_same_draws(chain_length, n_distractor):
+    ref = bs_umbrella.UmbrellaChain(chain_length=chain_length, n_distractor=n_distractor)
+    env = UmbrellaChain(n_distractor)
+    params = env.default_params.replace(chain_length=chain_length)
+    actions = np.random.default_rng(chain_length).integers(0, 2, 80 * chain_length)
+    i, finals = 0, []
+    for episode in range(80):
+        bts = ref.reset()
+        state, ts = env.reset(random.key(episode), params)
+        ref._need_umbrella, ref._has_umbrella = int(state.need_umbrella), int(state.has_umbrella)
+        ref._rng = Draws(binomial_size=state.distractor.numpy())  # the pure env's draws
+        assert_same_step(ts, bts._replace(observation=ref._get_observation()), "reset")
+        while not bts.last():
+            _, k_reward, k_bits = random.split(state.key, 3)  # the pure env's draws
+            bit = int(random.bernoulli(k_reward, 0.5))
+            bits = random.bernoulli(k_bits, 0.5, (n_distractor,)).float().numpy()
+            ref._rng = Draws(binomial=bit, binomial_size=bits)
+            a = int(actions[i])
+            i += 1
+            state, ts = env.step(state, torch.tensor(a))
+            bts = ref.step(a)
+            assert_same_step(ts, bts, f"episode {episode}, action {a}")
+        finals.append(float(ts.reward))
+    assert sorted(set(finals)) == [-1.0, 1.0]
+
+
+def test_umbrella_chain_noise_rewards_are_fair_coins():
+    env = UmbrellaChain()
+    state, _ = torch.func.vmap(env.reset)(random.split(random.key(0), 4000))
+    _, ts = torch.func.vmap(env.step)(state, torch.zeros(4000, dtype=torch.long))
+    assert set(ts.reward.tolist()) == {-1.0, 1.0}
+    assert abs(float(ts.reward.double().mean())) < 5 / 4000**0.5
+    assert abs(float(state.need_umbrella.double().mean()) - 0.5) < 5 * 0.5 / 4000**0.5
 
 
 # ------------------------------------------------------------------------------ all tasks

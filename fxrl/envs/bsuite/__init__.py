@@ -10,6 +10,13 @@ ids and time limits are gymnax's. Board and chain sizes are constructor argument
 
 from fxrl.envs.bsuite.catch import Catch, CatchParams, CatchState
 from fxrl.envs.bsuite.deep_sea import DeepSea, DeepSeaParams, DeepSeaState
+from fxrl.envs.bsuite.discounting_chain import (
+    DiscountingChain,
+    DiscountingChainParams,
+    DiscountingChainState,
+)
+from fxrl.envs.bsuite.memory_chain import MemoryChain, MemoryChainParams, MemoryChainState
+from fxrl.envs.bsuite.umbrella_chain import UmbrellaChain, UmbrellaChainParams, UmbrellaChainState
 
 __all__ = [
     "Catch",
@@ -18,4 +25,13 @@ __all__ = [
     "DeepSea",
     "DeepSeaParams",
     "DeepSeaState",
+    "DiscountingChain",
+    "DiscountingChainParams",
+    "DiscountingChainState",
+    "MemoryChain",
+    "MemoryChainParams",
+    "MemoryChainState",
+    "UmbrellaChain",
+    "UmbrellaChainParams",
+    "UmbrellaChainState",
 ]
