@@ -94,21 +94,19 @@ def atomic_write(path: str | Path, data: bytes) -> Path:
 # Testing only: FXRL_TEST_SIGNAL_IN_WRITE="latest.safetensors:3:KILL" makes this process's
 # 3rd atomic write of a file of that name send itself SIGKILL (or INT, TERM...) after the
 # temporary file is written and before it is renamed: the worst moment for a crash, hit
-# deterministically by tests/run/test_resume_exact.py.
+# deterministically by tests/run/test_resume_exact.py. Several: "NAME:3:INT,NAME:4:INT".
 _HOOK_ENV = "FXRL_TEST_SIGNAL_IN_WRITE"
 _hook_counts: dict[str, int] = {}
 
 
 def _test_hook(path: Path) -> None:
-    spec = os.environ.get(_HOOK_ENV)
-    if not spec:
+    specs = [s.rsplit(":", 2) for s in os.environ.get(_HOOK_ENV, "").split(",") if s]
+    if not any(name == path.name for name, _, _ in specs):
         return
-    name, nth, sig = spec.rsplit(":", 2)
-    if path.name != name:
-        return
-    _hook_counts[name] = _hook_counts.get(name, 0) + 1
-    if _hook_counts[name] == int(nth):
-        os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
+    count = _hook_counts[path.name] = _hook_counts.get(path.name, 0) + 1
+    for name, nth, sig in specs:
+        if name == path.name and int(nth) == count:
+            os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
 
 
 def remove_temporary(directory: str | Path) -> list[Path]:

@@ -86,8 +86,10 @@ def write_run_config(
     seed: int,
     total_steps: int,
     compile: bool,
+    checkpoint_every: float | None = None,
 ) -> Path:
-    """Write ``run_dir/config.json``: everything needed to rebuild and continue the run."""
+    """Write ``run_dir/config.json``: everything needed to rebuild and continue the run
+    (``checkpoint_every``: the seconds between checkpoints, kept by ``resume``)."""
     info = {
         "algorithm": algorithm,
         "config": config_to_json(config),
@@ -96,6 +98,7 @@ def write_run_config(
         "key": random.key(seed).tolist(),
         "total_steps": total_steps,
         "compile": compile,
+        "checkpoint_every": checkpoint_every,
         **exactness(),
         "python_version": sys.version.split()[0],
         "platform": platform.platform(),

@@ -109,7 +109,7 @@ def train(
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     write_run_config(
         run_dir, algorithm, config, num_seeds=num_seeds, seed=seed, total_steps=total,
-        compile=compile,
+        compile=compile, checkpoint_every=loop_kw.get("checkpoint_every"),
     )  # fmt: skip
     return _run(run_dir, read_run_config(run_dir), None, **loop_kw)
 
@@ -144,6 +144,8 @@ def resume(run_dir: str | Path, *, checkpoint_name: str = "latest", **loop_kw: A
     if path is not None:
         _check_same_run(path, meta, info)
     _warn_inexact(run_dir, info, meta)
+    if info.get("checkpoint_every") is not None:  # the run's cadence, unless told otherwise
+        loop_kw.setdefault("checkpoint_every", info["checkpoint_every"])
     return _run(run_dir, info, path, **loop_kw)
 
 
