@@ -7,7 +7,11 @@
 
 Built in: CartPole-v1, Pendulum-v1, MountainCar-v0, MountainCarContinuous-v0, Acrobot-v1,
 each checked against gymnasium; the MinAtar games (``fxrl.envs.minatar``: Breakout-,
-Freeway-, Asterix-MinAtar...), checked against the minatar package. Wrappers:
+Freeway-, Asterix-MinAtar...), checked against the minatar package; bsuite's tasks
+(``fxrl.envs.bsuite``: Catch-, DeepSea-, DiscountingChain-, MemoryChain-,
+UmbrellaChain-bsuite), checked against the bsuite package; gymnax's meta-RL tasks
+(``fxrl.envs.misc``: BernoulliBandit-, GaussianBandit-, FourRooms-, MetaMaze-,
+PointRobot-misc, each with ``sample_params(key)``). Wrappers:
 auto_reset, time_limit, batch, transform, episode_stats, checked. Atari: atari (ale-py,
 one game or its vector env), atari_screen (ale-py's own frame preprocessing as a
 transform, for exported policies).
