@@ -14,11 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fxrl import envs, random
 from fxrl.algorithms import ppo
 from fxrl.cli import main
+from fxrl.export import export, to_onnx
 from fxrl.run.evaluate import load_run, seed_params
 from fxrl.run.loop import train
-from fxrl.web import reference_episode
+from fxrl.web import WebExportError, find_onnxruntime_web, reference_episode, write_site
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (dev extra)")
 
@@ -56,9 +58,23 @@ def chromium_executable() -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+MINATAR_ID = "Asterix-MinAtar"
+MINATAR = envs.make(MINATAR_ID)
+MINATAR_PARAMS = {"w": random.normal(random.key(0), (400, MINATAR.action_spec.n))}
+
+
+def linear_greedy(params, obs):
+    """obs [B, 10, 10, 4] -> the action [B] of the largest of a linear map's scores."""
+    return (obs.flatten(1) @ params["w"]).argmax(-1)
+
+
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory):
     """One tiny PPO run per env and its site; CartPole's is exported through the CLI."""
+    try:
+        find_onnxruntime_web()
+    except WebExportError as e:
+        pytest.skip(str(e))
     root = tmp_path_factory.mktemp("web")
     out = {}
     for env_id in ENVS:
@@ -75,6 +91,11 @@ def sites(tmp_path_factory):
 
             export_site(root / "runs" / env_id, site)
         out[env_id] = site
+    # No algorithm trains on MinAtar's [10, 10, C] grids yet: a linear policy, random weights.
+    example = MINATAR.observation_spec.zeros((2,))
+    policy = export(linear_greedy, MINATAR_PARAMS, example, dynamic_batch=True)
+    to_onnx(policy, root / "minatar.onnx")
+    out[MINATAR_ID] = write_site(root / "minatar.onnx", MINATAR_ID, root / "sites" / MINATAR_ID)
     return out
 
 
@@ -171,6 +192,16 @@ def first_difference(page_actions, torch_actions):
     return int(np.argmax(far)) if far.any() else (None if len(a) == len(b) else n)
 
 
+def canvas_colours(page):
+    """How many colours the canvas shows."""
+    return page.evaluate(
+        "() => { const c = document.getElementById('screen'); const d = c.getContext('2d')"
+        ".getImageData(0, 0, c.width, c.height).data; const s = new Set();"
+        "for (let i = 0; i < d.length; i += 4) s.add(d[i] * 65536 + d[i+1] * 256 + d[i+2]);"
+        "return s.size; }"
+    )
+
+
 @pytest.mark.parametrize("env_id", ENVS)
 def test_the_page_plays_the_episodes_torch_plays(sites, open_page, env_id):
     page = open_page(env_id)
@@ -223,13 +254,7 @@ def test_the_controls_play_a_seed_on_the_canvas_and_show_its_return(sites, open_
     ).json_value()
     p.click("#play")  # pause
     assert shown == [str(ref["length"]), f"{ref['return']:.2f}"]
-    colours = p.evaluate(
-        "() => { const c = document.getElementById('screen'); const d = c.getContext('2d')"
-        ".getImageData(0, 0, c.width, c.height).data; const s = new Set();"
-        "for (let i = 0; i < d.length; i += 4) s.add(d[i] * 65536 + d[i+1] * 256 + d[i+2]);"
-        "return s.size; }"
-    )
-    assert colours >= 3  # background, track, cart, pole: a frame, not a blank canvas
+    assert canvas_colours(p) >= 3  # background, track, cart, pole: a frame, not a blank canvas
     step = p.text_content("#step")
     p.wait_for_timeout(300)
     assert p.text_content("#step") == step  # paused
@@ -268,3 +293,20 @@ def test_a_run_of_an_env_the_web_cannot_run_is_a_one_line_error(sites, tmp_path,
     assert exit_.value.code != 0 and err.count("\n") == 1, err
     assert "'ALE/Pong-v5' cannot run in a web page" in err
     assert "CartPole-v1, Pendulum-v1" in err and not (tmp_path / "s").exists()
+
+
+def test_a_minatar_game_plays_in_the_page_as_in_torch(sites, open_page):
+    page = open_page(MINATAR_ID)
+    for seed in range(3):
+        ref = reference_episode(lambda obs: linear_greedy(MINATAR_PARAMS, obs), MINATAR_ID, seed)
+        assert page.play(seed) == ref, f"{MINATAR_ID} seed {seed}"
+    assert page.page.title() == f"fxrl: policy on {MINATAR_ID}"
+    height, width, _ = json.loads((sites[MINATAR_ID] / "site.json").read_text())["frame"]
+    size = page.page.evaluate(
+        "() => ['width', 'height'].map(k => document.getElementById('screen')[k])"
+    )
+    assert size[0] % width == 0 and size == [
+        width * (size[0] // width),
+        height * (size[0] // width),
+    ]
+    assert canvas_colours(page.page) >= 2  # the first frame is drawn

@@ -8,6 +8,7 @@ from fxrl.web.site import (
     find_onnxruntime_web,
     reference_episode,
     web_envs,
+    write_site,
 )
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "find_onnxruntime_web",
     "reference_episode",
     "web_envs",
+    "write_site",
 ]

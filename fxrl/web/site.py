@@ -40,6 +40,7 @@ __all__ = [
     "find_onnxruntime_web",
     "reference_episode",
     "web_envs",
+    "write_site",
 ]
 
 STATIC = Path(__file__).parent / "static"
@@ -122,7 +123,7 @@ def export_site(
     run_dir, out = Path(run_dir), Path(out)
     env_id = _check_env(_run_env_id(run_dir))
     info = read_run_config(run_dir)
-    ort_dir = find_onnxruntime_web()
+    find_onnxruntime_web()  # before minutes of exporting
     if not (run_dir / "checkpoints" / f"{checkpoint_name}.safetensors").exists():
         checkpoint_name = "latest"
     _, algo, _, _ = load_run(run_dir, checkpoint_name)
@@ -132,20 +133,45 @@ def export_site(
             "supported by the web page yet; export a feed-forward run."
         )
     out.mkdir(parents=True, exist_ok=True)
-    env = envs.make(env_id, auto_reset=False, episode_stats=False)
     with _quiet("onnx_ir"):
         policy = export_run(
             run_dir, "onnx", out=out / "policy.onnx", checkpoint_name=checkpoint_name, seed=seed
         )
-        manifest = export_env(env, out)
     record = json.loads(policy.with_name(policy.name + ".json").read_text())
     policy.with_name(policy.name + ".json").unlink()
-    manifest["models"]["policy"] = policy.name
+    run = {"dir": run_dir.resolve().name, "algorithm": info["algorithm"]} | record
+    return write_site(policy, env_id, out, run=run)
+
+
+def write_site(
+    policy_onnx: str | Path, env_id: str, out: str | Path, *, run: dict | None = None
+) -> Path:
+    """Write the site for any greedy policy exported to ONNX, in the pure env ``env_id``.
+
+    Args:
+      policy_onnx: ``fxrl.export.to_onnx`` of ``export(policy, params, obs, dynamic_batch=
+        True)``: one input, observations [batch, *obs_shape]; one output, actions [batch, ...].
+      env_id: a pure env id (``web_envs()``).
+      out: the site folder (created); the policy is copied in as ``policy.onnx``.
+      run: what the page's header says about the policy (``export_site`` puts the run's
+        algorithm, directory, seed, checkpoint and steps there).
+    Returns:
+      ``out``.
+    """
+    env_id, out = _check_env(env_id), Path(out)
+    ort_dir = find_onnxruntime_web()
+    out.mkdir(parents=True, exist_ok=True)
+    if Path(policy_onnx).resolve() != (out / "policy.onnx").resolve():
+        shutil.copyfile(policy_onnx, out / "policy.onnx")
+    env = envs.make(env_id, auto_reset=False, episode_stats=False)
+    with _quiet("onnx_ir"):
+        manifest = export_env(env, out)
+    manifest["models"]["policy"] = "policy.onnx"
     manifest.update(
         env_id=env_id,
         fps=FPS.get(env_id, 30),
         discrete=isinstance(env.action_spec, specs.Discrete),
-        run={"dir": run_dir.resolve().name, "algorithm": info["algorithm"]} | record,
+        run=run,
     )
     for f in ORT_FILES:
         shutil.copyfile(ort_dir / f, out / f)

@@ -172,8 +172,12 @@
     }
     ort.env.wasm.numThreads = 1;  // threads need cross-origin isolation, which a plain server lacks
     ort.env.wasm.wasmPaths = new URL("./", location.href).href;
+    // onnxruntime prints its warnings (e.g. a node it cannot constant-fold when loading) with
+    // console.error: keep the console for errors.
+    ort.env.logLevel = "error";
     site = await (await fetch("site.json")).json();
-    const open = (file) => ort.InferenceSession.create(file, { executionProviders: ["wasm"] });
+    const options = { executionProviders: ["wasm"], logSeverityLevel: 3 };  // 3: errors
+    const open = (file) => ort.InferenceSession.create(file, options);
     const m = site.models;
     const [policy, reset_, step_, render] = await Promise.all(
       [m.policy, m.reset, m.step, m.render].map((f) => (f ? open(f) : null)));
@@ -183,10 +187,13 @@
       canvas.width = site.frame[1] * k;
       canvas.height = site.frame[0] * k;
     }
-    document.title = `fxrl: ${site.run.algorithm} on ${site.env_id}`;
-    $("title").textContent = `${site.run.algorithm} on ${site.env_id}`;
-    $("run").textContent = `run ${site.run.dir}, seed ${site.run.seed}, ` +
-      `${site.run.checkpoint} checkpoint at ${Number(site.run.steps).toLocaleString("en")} steps`;
+    const run = site.run;
+    $("title").textContent = `${run ? run.algorithm : "policy"} on ${site.env_id}`;
+    document.title = `fxrl: ${$("title").textContent}`;
+    if (run && run.dir) {
+      $("run").textContent = `run ${run.dir}, seed ${run.seed}, ${run.checkpoint} ` +
+        `checkpoint at ${Number(run.steps).toLocaleString("en")} steps`;
+    }
   }
 
   const api = { ready: null, play };
