@@ -85,8 +85,8 @@ def find_onnxruntime_web() -> Path:
 def _check_env(env_id: Any) -> str:
     if env_id not in web_envs():
         raise WebExportError(
-            f"export --format web: the run's env {env_id!r} cannot run in a web page; "
-            f"only fxrl's pure envs can: {', '.join(web_envs())}."
+            f"export --format web: env {env_id!r} cannot run in a web page (gymnasium and "
+            f"ALE envs run outside torch); fxrl's pure envs can: {', '.join(web_envs())}."
         )
     return env_id
 
