@@ -237,7 +237,7 @@ class MinAtarEnv(Env):
 
     def reset(self, key: Tensor, params: Any = None) -> tuple[Any, TimeStep]:
         """A new game, as the package's ``reset()``; its random draws from ``key``."""
-        state = self._start(key, self._params(params))
+        state = _distinct(self._start(key, self._params(params)))
         flag = torch.zeros_like(state.terminal)
         reward = torch.zeros(flag.shape, dtype=self.dtype, device=flag.device)
         return state, TimeStep(self.observe(state), reward, flag, flag, {})
@@ -270,6 +270,24 @@ class MinAtarEnv(Env):
 
     def _act(self, state: Any, action: Tensor, w: list[Tensor]) -> tuple[Any, Tensor]:
         raise NotImplementedError
+
+
+def _distinct(state: Any) -> Any:
+    """``state`` with no tensor in two leaves: a leaf that is the same tensor as an earlier
+    one is copied. A reset written ``t=zero, last_action=zero`` would otherwise hand
+    ``fxrl.compile`` (which traces on fake tensors, one per distinct input tensor) a state
+    whose traced program reads one input for both, wrong for later states."""
+    seen: set[int] = set()
+
+    def once(x: Any) -> Any:
+        if not isinstance(x, Tensor):
+            return x
+        if id(x) in seen:
+            return x.clone()
+        seen.add(id(x))
+        return x
+
+    return tree.map(once, state)
 
 
 def _keep_where(cond: Tensor, old: Any, new: Any) -> Any:

@@ -1,0 +1,288 @@
+"""Every registered MinAtar game: the env contract, vmap, one compiled program for all games,
+export, render, params through make, and random-policy statistics against the package.
+
+Each game's step-for-step parity with the package is in its own file
+(tests/envs/test_minatar_<game>.py).
+"""
+
+import numpy as np
+import pytest
+import torch
+from minatar_reference import (
+    GAMES,
+    assert_same_distribution,
+    bare,
+    package_env,
+    package_episodes,
+)
+
+import fxrl
+from fxrl import envs, random, specs, tree
+from fxrl.envs import minatar, params_as_tensors
+from fxrl.export import export
+from fxrl.testing import assert_trees_close, check_env
+
+IDS = sorted(minatar.registered())
+# games whose reset draws enough randomness that two keys should differ (Breakout's one
+# bit often agrees; Asterix, Space Invaders and Seaquest start the same every time)
+RANDOM_RESET = {"Freeway-MinAtar"}
+# random-policy episodes compared per game: fxrl's, the package's (Freeway's last 2501 steps)
+EPISODES = {"Breakout-MinAtar": (1000, 1000), "Asterix-MinAtar": (1000, 1000)}
+EPISODES["Freeway-MinAtar"] = (128, 100)
+DEFAULT_EPISODES = (500, 500)
+
+
+def test_every_game_is_registered_with_its_time_limit():
+    assert set(GAMES) >= set(IDS) and {"Breakout-MinAtar", "Freeway-MinAtar"} <= set(IDS)
+    assert set(IDS) <= set(envs.registered())
+    assert repr(envs.make("Breakout-MinAtar")).startswith("episode_stats(auto_reset(time_limit(")
+    assert repr(envs.make("Freeway-MinAtar")) == "episode_stats(auto_reset(Freeway()))"
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_make_gives_an_env_that_keeps_the_pure_env_contract(id):
+    # a 64-step limit so that Freeway's 2501-step games end by truncation too
+    check_env(
+        envs.make(id, max_steps=64),
+        max_examples=10,
+        random_reset=id in RANDOM_RESET,
+        auto_reset_steps=200,
+    )
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_the_bare_game_keeps_the_contract_and_stays_put_once_over(id):
+    env = bare(id)
+    check_env(env, max_examples=10, random_reset=id in RANDOM_RESET)
+    state, _ = env.reset(random.key(0))
+    over = state.replace(terminal=torch.tensor(True))
+    _, ts = env.step(over, torch.tensor(1))
+    assert float(ts.reward) == 0 and bool(ts.terminated)
+    assert torch.equal(ts.obs, env.observe(over))
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_reset_and_step_give_every_leaf_its_own_tensor(id):
+    # fxrl.compile traces one fake tensor per distinct input tensor: a state holding one
+    # tensor twice would compile a program that reads one input for both
+    env = bare(id)
+    state, _ = env.reset(random.key(0))
+    batched, _ = envs.batch(env, 3).reset(random.key(0))
+    for s in (state, env.step(state, torch.tensor(0))[0], batched):
+        leaves = tree.leaves(s)
+        assert len({x.data_ptr() for x in leaves}) == len(leaves)
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_spaces_are_the_packages(id):
+    env = bare(id)
+    game = package_env(id, seed=0)
+    assert env.observation_spec.shape == tuple(game.state_shape())
+    assert env.observation_spec.dtype == torch.float32
+    assert isinstance(env.action_spec, specs.Discrete)
+    assert env.action_spec.n == game.num_actions() == 6
+    small = bare(id, minimal_action_set=True)
+    assert small.action_spec.n == len(game.minimal_action_set())
+    assert env.minimal_actions == tuple(game.minimal_action_set())
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_a_minimal_set_action_is_the_full_action_it_names(id):
+    full = bare(id, sticky_action_prob=0.0)
+    small = bare(id, sticky_action_prob=0.0, minimal_action_set=True)
+    state, _ = torch.func.vmap(full.reset)(random.split(random.key(1), 16))
+    small_params = params_as_tensors(small.default_params, torch.float32)
+    names = torch.tensor(package_env(id, seed=0).minimal_action_set())
+    for t in range(20):
+        index = random.randint(random.key(t), (16,), 0, len(names))
+        one = small.step(state.replace(params=small_params), index)
+        two = full.step(state, names[index])
+        assert_trees_close(one[1], two[1], rtol=0, atol=0)
+        state = two[0]
+
+
+def test_params_are_overridable_through_make_and_checked():
+    env = envs.make("Asterix-MinAtar", sticky_action_prob=0.25, difficulty_ramping=False)
+    state, _ = env.reset(random.key(0))
+    assert float(state.params.sticky_action_prob) == 0.25
+    assert not bool(state.params.difficulty_ramping)
+    with pytest.raises(TypeError, match="sticky_action_prob"):
+        envs.make("Asterix-MinAtar", sticky_action_probability=0.0)
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_sticky_actions_repeat_the_previous_action_one_time_in_ten(id):
+    env = bare(id)
+    state, _ = torch.func.vmap(env.reset)(random.split(random.key(2), 2000))
+    state = state.replace(last_action=torch.full((2000,), 4))
+    moved, _ = env.step(state, torch.full((2000,), 3))
+    kept = float((moved.last_action == 4).double().mean())
+    assert set(moved.last_action.tolist()) == {3, 4}
+    assert abs(kept - 0.1) < 4 * (0.1 * 0.9 / 2000) ** 0.5
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_the_elementwise_batch_step_equals_vmap_and_a_loop(id):
+    env = envs.make(id, max_steps=20)
+    state, _ = torch.func.vmap(env.reset)(random.split(random.key(3), 5))
+    for t in range(30):
+        action = random.randint(random.key(t), (5,), 0, 6)
+        direct = env.step(state, action)  # MinAtar games are elementwise: no vmap needed
+        vmapped = torch.func.vmap(env.step)(state, action)
+        looped = tree.stack([env.step(tree.index(state, i), action[i]) for i in range(5)])
+        assert_trees_close(direct, vmapped, rtol=0, atol=0)
+        assert_trees_close(direct, looped, rtol=0, atol=0)
+        state = direct[0]
+
+
+def test_from_minatar_names_what_it_expected():
+    with pytest.raises(ValueError, match=r"minatar\.Environment"):
+        minatar.from_minatar(object(), random.key(0))
+
+
+# ---------------------------------------------------------------- one compiled program
+
+
+def _programs():
+    """The envs one compiled program steps: per game, a batch of bare games (for the
+    random-policy statistics) and 8 envs as ``make`` builds them (auto-reset, time limit,
+    episode stats)."""
+    out = {}
+    for id in IDS:
+        out[f"{id}/bare"] = envs.batch(bare(id), EPISODES.get(id, DEFAULT_EPISODES)[0])
+        out[f"{id}/make"] = envs.batch(envs.make(id), 8)
+    return out
+
+
+def _step_all(batches, states, actions):
+    return {name: batches[name].step(states[name], actions[name]) for name in states}
+
+
+def _actions(batches, t):
+    key = random.fold_in(random.key(10_000), t)
+    return {
+        name: random.randint(random.fold_in(key, i), b.batch_shape, 0, 6)
+        for i, (name, b) in enumerate(batches.items())
+    }
+
+
+def _unzip(results):
+    return {n: r[0] for n, r in results.items()}, {n: r[1] for n, r in results.items()}
+
+
+@pytest.fixture(scope="module")
+def program():
+    """Every game's envs stepped by one fxrl.compile program: one compile for the module."""
+    batches = _programs()
+    compiled = fxrl.compile(lambda states, actions: _step_all(batches, states, actions))
+    keys = random.split(random.key(7), len(batches))
+    states = {n: b.reset(k)[0] for k, (n, b) in zip(keys, batches.items(), strict=True)}
+    return batches, compiled, states
+
+
+def test_the_compiled_step_of_every_game_equals_the_eager_step(program):
+    batches, compiled, states = program
+    eager = states
+    for t in range(8):
+        states, out = _unzip(compiled(states, _actions(batches, t)))
+        eager, eager_out = _unzip(_step_all(batches, eager, _actions(batches, t)))
+        assert_trees_close((states, out), (eager, eager_out), rtol=0, atol=0)
+
+
+@pytest.fixture(scope="module")
+def random_policy_episodes(program):
+    """Returns and lengths of one uniformly random-policy episode per bare env of every
+    game (default params: sticky actions 0.1), played by the compiled program until every
+    game is over (a finished game stays put and gives reward 0)."""
+    batches, compiled, states = program
+    bares = [n for n in batches if n.endswith("/bare")]
+    total = {n: torch.zeros(batches[n].batch_shape, dtype=torch.float64) for n in bares}
+    length = {n: torch.zeros(batches[n].batch_shape, dtype=torch.int64) for n in bares}
+    done = {n: torch.zeros(batches[n].batch_shape, dtype=torch.bool) for n in bares}
+    t = 0
+    while not all(bool(d.all()) for d in done.values()):
+        states, out = _unzip(compiled(states, _actions(batches, t)))
+        for n in bares:
+            total[n] += out[n].reward.double()
+            length[n] += (~done[n]).long()
+            done[n] = done[n] | out[n].terminated
+        t += 1
+    return {n.removesuffix("/bare"): (total[n].numpy(), length[n].numpy()) for n in bares}
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_random_policy_returns_and_lengths_match_the_package(id, random_policy_episodes):
+    ours = random_policy_episodes[id]
+    theirs = package_episodes(id, EPISODES.get(id, DEFAULT_EPISODES)[1], seed=0)
+    assert_same_distribution(f"{id} return", ours[0], theirs[0])
+    assert_same_distribution(f"{id} length", ours[1], theirs[1])
+
+
+# ---------------------------------------------------------------- export and render
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_exported_step_and_render_equal_the_eager_ones(id):
+    env = envs.make(id)
+    state, _ = env.reset(random.key(0))
+
+    def step(params, state, action):
+        new, ts = env.step(state, action)
+        return new, ts, env.render(new)
+
+    exported = export(step, {}, state, torch.tensor(3))
+    for t in range(6):
+        action = torch.tensor(t % 6)
+        expected = step({}, state, action)
+        assert_trees_close(exported(state, action), expected, rtol=0, atol=0)
+        state = expected[0]
+
+
+@pytest.fixture(scope="module")
+def played():
+    """Four envs of every game after 12 random steps."""
+    out = {}
+    for id in IDS:
+        env = envs.batch(bare(id), 4)
+        state, _ = env.reset(random.key(5))
+        for t in range(12):
+            state, _ = env.step(state, random.randint(random.key(t), (4,), 0, 6))
+        out[id] = state
+    return out
+
+
+def test_the_compiled_vmapped_render_equals_the_eager_render(played):
+    renders = {id: torch.func.vmap(bare(id).render) for id in IDS}
+    frames = fxrl.compile(lambda states: {id: renders[id](s) for id, s in states.items()})(played)
+    for id in IDS:
+        eager = torch.stack([bare(id).render(tree.index(played[id], i)) for i in range(4)])
+        assert torch.equal(bare(id).render(played[id]), eager)  # elementwise over the batch
+        assert torch.equal(frames[id], eager)
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_render_is_the_packages_colored_grid(id):
+    game = package_env(id, seed=3, sticky_action_prob=0.0)
+    rng = np.random.RandomState(0)
+    env, seen = bare(id), set()
+    for _ in range(40):
+        if game.act(int(rng.randint(6)))[1]:
+            game.reset()
+        frame = env.render(minatar.from_minatar(game, random.key(0)))
+        assert frame.shape == (160, 160, 3) and frame.dtype == torch.uint8
+        # gymnasium's rgb_array of minatar.gym: the palette display_state uses
+        state = game.state()
+        index = np.amax(state * np.arange(1, state.shape[-1] + 1), axis=2)
+        colors = np.round(255 * np.array([(0.0, 0.0, 0.0), *_seaborn(state.shape[-1])]))
+        centers = frame[8::16, 8::16].numpy().astype(int)
+        assert np.abs(centers - colors[index]).max() <= 2  # matplotlib's 256-entry table
+        cell = frame[16:32, 32:48].reshape(-1, 3)  # every pixel of a cell is one color
+        assert (cell == cell[0]).all()
+        seen |= set(index.flatten().tolist())
+    assert len(seen) >= 3
+
+
+def _seaborn(n):
+    import seaborn
+
+    return seaborn.color_palette("cubehelix", n)
