@@ -17,7 +17,7 @@ from fxrl import (
     transforms,
     tree,
 )
-from fxrl.compile import compile  # the function; fxrl.compile the module is shadowed
+from fxrl.compile import compile, trace  # functions; the module fxrl.compile is shadowed
 
 __all__ = [
     "algorithms",
@@ -34,6 +34,7 @@ __all__ = [
     "rollout",
     "schedules",
     "specs",
+    "trace",
     "transforms",
     "tree",
 ]

@@ -6,19 +6,26 @@ generated code rebuilds the nested outputs in Python. For a pure function none o
 is needed: the output depends only on the input leaves. So ``fxrl.compile``
 
 - traces ``fn`` once per input signature (pytree structure, static leaves, and each
-  tensor's shape, stride and dtype) with ``make_fx`` on fake tensors, into one flat
-  graph of aten ops: no dynamo, so no shared code-object cache to exhaust (every
-  ``torch.compile(torch.func.vmap(f))`` compiles functorch's one ``wrapped`` code object
-  and shares its recompile limit of 8), no guards, no graph breaks (a function that
-  cannot be traced whole fails loudly instead of running eagerly);
+  tensor's shape and dtype; inputs are made dense first, so a stride-0 leaf of a vmapped
+  init and the dense output fed back in share one program) with ``make_fx`` on fake
+  tensors, into one flat graph of aten ops: no dynamo, so no guards, no graph breaks (a
+  function that cannot be traced whole fails loudly instead of running eagerly) and no
+  shared code-object cache to exhaust;
+- keeps loops rolled: ``fxrl.algorithms.core.scan`` traced here is torch's ``scan``
+  operator, its body compiled once and run as a loop inside the program (``lax.scan``
+  under ``jax.jit``), so a whole update (rollout, advantages, every minibatch step) is
+  one program whose compile time does not grow with the loops' lengths;
 - drops outputs that are inputs passed through (env params, keys kept in the state) or
   repeats of another output, and hands those back directly;
 - compiles the rest with inductor, with options scoped to this function:
   ``realize_reads_threshold=1`` stores a value read by several consumers instead of
   inlining it into each, which keeps Threefry's 20 rounds from growing into huge loop
   bodies (the batched CartPole step: 5 s of compile CPU instead of 28 s);
-- on each call, flattens the arguments with optree (C++), looks the signature up and
-  calls the compiled program directly.
+- stores the program in inductor's on-disk FX graph cache (``TORCHINDUCTOR_CACHE_DIR``):
+  another process tracing the same graph loads it instead of compiling; the key is the
+  graph itself, so a changed function never gets a stale program;
+- on each call, flattens the arguments with optree (C++), looks the signature up in a
+  bounded LRU (``MAX_PROGRAMS`` per compiled function) and calls the program directly.
 
 Non-tensor leaves (Python numbers, strings, ``None``) are static: a new value compiles a
 new program, as ``static_argnums`` do in ``jax.jit``. ``fn`` must be pure: closed-over
@@ -27,10 +34,20 @@ tensors are baked into the program as constants.
 Under ``torch.func.vmap`` the call unwraps its batched arguments and runs the compiled
 ``vmap(fn)`` instead, so ``vmap(fxrl.compile(f))`` is compiled code too (with
 ``torch.compile`` it graph-breaks and silently runs eagerly).
+
+torch internals used here, and why (the places to check on a torch upgrade):
+``torch.fx.experimental.proxy_tensor.make_fx`` (tracing without dynamo);
+``torch._inductor.compile`` (inductor on an aten graph); ``torch._guards.tracing`` with
+a ``FakeTensorMode``/``ShapeEnv`` (the FX graph cache needs a tracing context);
+``torch._C._DisableFuncTorch`` and ``torch._C._functorch`` (unwrapping an enclosing
+vmap); ``torch._higher_order_ops.scan.scan_op`` (in ``core.scan``: the rolled loop,
+called directly because its Python wrapper runs dynamo, which refuses an enclosing vmap).
 """
 
 from __future__ import annotations
 
+import collections
+import contextvars
 import functools
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -41,38 +58,60 @@ from torch._C import _functorch
 
 from fxrl import tree
 
-__all__ = ["DEFAULT_OPTIONS", "Compiled", "compile"]
+__all__ = ["DEFAULT_OPTIONS", "MAX_PROGRAMS", "Compiled", "compile", "is_tracing", "trace"]
 
-# size_asserts: each program is looked up by its inputs' exact shapes and strides, so
+# size_asserts: each program is looked up by its inputs' exact shapes (all dense), so
 # inductor's per-call re-check of every input (a Python call per tensor) is redundant.
 DEFAULT_OPTIONS: dict[str, Any] = {"realize_reads_threshold": 1, "size_asserts": False}
 
+# Programs kept per compiled function (least recently used dropped first): a function
+# called with ever new shapes or static values would otherwise keep every program alive.
+MAX_PROGRAMS = 32
+
 _OPTS = {"none_is_leaf": True, "namespace": tree.NAMESPACE}
+
+# True while fxrl.compile traces a function: loops written with fxrl.algorithms.core.scan
+# then trace as one rolled loop (torch's scan operator) instead of unrolling.
+_TRACING: contextvars.ContextVar[bool] = contextvars.ContextVar("fxrl_tracing", default=False)
+
+
+def is_tracing() -> bool:
+    """Whether ``fxrl.compile`` is tracing the calling code (loops should stay rolled)."""
+    return _TRACING.get()
+
+
+def _trace(fn: Callable[..., Any], spec: Any, leaves: list[Any]) -> tuple[Any, Any, list[int]]:
+    """``fn`` traced on fake tensors into one flat aten graph of its tensor leaves:
+    (graph module, output pytree spec, positions of the tensor leaves)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    static = [None if isinstance(x, torch.Tensor) else x for x in leaves]  # keep no tensors
+    out_spec: list[Any] = []
+
+    def flat(*tensors: torch.Tensor) -> tuple[Any, ...]:
+        args = list(static)
+        for i, t in zip(tensor_pos, tensors, strict=True):
+            args[i] = t
+        out_leaves, spec_out = optree.tree_flatten(fn(*optree.tree_unflatten(spec, args)), **_OPTS)
+        out_spec.append(spec_out)
+        return tuple(out_leaves)
+
+    tensors = [leaves[i] for i in tensor_pos]
+    token = _TRACING.set(True)
+    try:
+        gm = make_fx(flat, tracing_mode="fake", _allow_non_fake_inputs=True)(*tensors)
+    finally:
+        _TRACING.reset(token)
+    return gm, out_spec[-1], tensor_pos
 
 
 class _Program:
     """``fn`` traced and compiled for one input signature; called with the flat leaves."""
 
     def __init__(self, fn: Callable[..., Any], spec: Any, leaves: list[Any], options: dict):
-        from torch.fx.experimental.proxy_tensor import make_fx
-
-        self.tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-        static = [None if isinstance(x, torch.Tensor) else x for x in leaves]  # keep no tensors
-        out_spec: list[Any] = []
-
-        def flat(*tensors: torch.Tensor) -> tuple[Any, ...]:
-            args = list(static)
-            for i, t in zip(self.tensor_pos, tensors, strict=True):
-                args[i] = t
-            out_leaves, spec_out = optree.tree_flatten(
-                fn(*optree.tree_unflatten(spec, args)), **_OPTS
-            )
-            out_spec.append(spec_out)
-            return tuple(out_leaves)
-
+        gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves)
         tensors = [leaves[i] for i in self.tensor_pos]
-        gm = make_fx(flat, tracing_mode="fake", _allow_non_fake_inputs=True)(*tensors)
-        self.out_spec = out_spec[-1]
         self.plan, keep = _prune_outputs(gm)
         gm.graph.output_node().args = (tuple(keep),)
         gm.graph.eliminate_dead_code()
@@ -82,9 +121,11 @@ class _Program:
         with torch._C._DisableFuncTorch(), _cache_context():
             self.compiled = torch._inductor.compile(gm, tensors, options=options)
 
-    def __call__(self, tensors: list[torch.Tensor]) -> Any:
+    def __call__(self, tensors: list[torch.Tensor], given: list[torch.Tensor]) -> Any:
+        """``tensors``: the dense inputs the program reads; ``given``: the caller's own
+        tensors, handed back where an input passes through (the same objects)."""
         outs = self.compiled(*tensors)
-        leaves = [outs[v] if kind == 0 else tensors[v] if kind == 1 else v for kind, v in self.plan]
+        leaves = [outs[v] if kind == 0 else given[v] if kind == 1 else v for kind, v in self.plan]
         return optree.tree_unflatten(self.out_spec, leaves)
 
 
@@ -125,8 +166,8 @@ def _prune_outputs(gm: torch.fx.GraphModule) -> tuple[list[tuple[int, Any]], lis
 def _signature(leaves: list[Any]) -> Hashable:
     sig = []
     for x in leaves:
-        if isinstance(x, torch.Tensor):
-            sig.append((x.shape, x.stride(), x.dtype, x.device, x.requires_grad))
+        if isinstance(x, torch.Tensor):  # dense by now (see Compiled.__call__)
+            sig.append((x.shape, x.dtype, x.device, x.requires_grad))
             continue
         try:
             hash(x)
@@ -146,7 +187,7 @@ class Compiled:
     def __init__(self, fn: Callable[..., Any], options: dict[str, Any]) -> None:
         self.fn = fn
         self.options = options
-        self._programs: dict[Hashable, _Program] = {}
+        self._programs: collections.OrderedDict[Hashable, _Program] = collections.OrderedDict()
         self._vmapped: dict[Hashable, Compiled] = {}
         functools.update_wrapper(self, fn)
 
@@ -155,6 +196,12 @@ class Compiled:
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         if any(_functorch.is_batchedtensor(t) for t in tensors):
             return self._call_vmapped(leaves, spec)
+        given = tensors
+        if not all(t.is_contiguous() for t in tensors):
+            # One program per shape, not per layout: a vmapped init's stride-0 leaves or a
+            # transposed output fed back in would otherwise compile the function again.
+            leaves = [x.contiguous() if isinstance(x, torch.Tensor) else x for x in leaves]
+            tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         key = (spec, _signature(leaves))
         program = self._programs.get(key)
         if program is None:
@@ -165,7 +212,11 @@ class Compiled:
                     "tensors.detach()."
                 )
             program = self._programs[key] = _Program(self.fn, spec, leaves, self.options)
-        return program(tensors)
+            if len(self._programs) > MAX_PROGRAMS:
+                self._programs.popitem(last=False)
+        else:
+            self._programs.move_to_end(key)
+        return program(tensors, given)
 
     def _call_vmapped(self, leaves: list[Any], spec: Any) -> Any:
         """Under vmap: unwrap the innermost level and call the compiled vmap(fn)."""
@@ -191,6 +242,16 @@ class Compiled:
 
     def __repr__(self) -> str:
         return f"fxrl.compile({self.fn!r})"
+
+
+def trace(fn: Callable[..., Any], *args: Any) -> torch.fx.GraphModule:
+    """The graph ``fxrl.compile(fn)`` would compile for ``args``: one flat graph of aten
+    ops over the tensor leaves (``jax.make_jaxpr``'s role). Loops written with
+    ``fxrl.algorithms.core.scan`` appear as single ``torch.ops.higher_order.scan``
+    nodes, their bodies as sub-graphs; print ``trace(fn, *args).code`` to read it."""
+    leaves, spec = optree.tree_flatten(args, **_OPTS)
+    leaves = [x.contiguous() if isinstance(x, torch.Tensor) else x for x in leaves]
+    return _trace(fn, spec, leaves)[0]
 
 
 def compile(fn: Callable[..., Any] | None = None, *, options: dict[str, Any] | None = None) -> Any:

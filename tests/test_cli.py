@@ -225,7 +225,7 @@ def test_the_progress_bar_in_a_terminal_shows_steps_rate_eta_and_returns(tmp_pat
 def test_the_demo_trains_exports_and_replays_the_onnx_policy_in_gymnasium(capsys, tmp_path):
     code, out, _ = run_main(
         capsys, "demo", "--seeds", "2", "--total-steps", "1024", "--episodes", "2",
-        "--out", tmp_path / "demo", "--quiet", "--threads", "1",
+        "--out", tmp_path / "demo", "--quiet", "--threads", "1", "--eager",
     )  # fmt: skip
     assert code == 0 and "ONNX Runtime" in out
     summary = json.loads((tmp_path / "demo" / "demo.json").read_text())

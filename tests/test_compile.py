@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import fxrl
 from fxrl import envs, random, tree
 from fxrl.compile import compile as fxrl_compile
 from fxrl.testing import assert_trees_close
@@ -108,3 +109,32 @@ def test_a_checked_env_compiles_and_still_rejects_a_wrong_action_shape():
     assert_trees_close((new, ts), env.step(state, torch.tensor(1)), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="action has shape"):
         compiled(state, torch.tensor([1, 0]))
+
+
+def test_the_program_cache_is_bounded_and_drops_the_least_recently_used(monkeypatch):
+    import sys
+
+    fc = sys.modules["fxrl.compile"]  # the module (fxrl.compile is the function)
+    monkeypatch.setattr(fc, "MAX_PROGRAMS", 2)
+    f = fc.compile(lambda x: x * 2 + 1)
+    a, b, c = torch.ones(2), torch.ones(3), torch.ones(4)
+    f(a), f(b), f(a)  # a is now the most recently used
+    torch.testing.assert_close(f(c), c * 2 + 1)  # a third shape evicts b, not a
+    shapes = [sig[1][0][0] for sig in f._programs]
+    assert shapes == [torch.Size([2]), torch.Size([4])]
+
+
+def test_trace_shows_a_scan_as_one_rolled_loop_node():
+    from fxrl.algorithms import core
+
+    def cumulative(xs):
+        return core.scan(lambda c, x: (c + x, {"c": c + x}), torch.zeros(3), xs)
+
+    for length in (4, 64):
+        gm = fxrl.trace(cumulative, torch.ones(length, 3))
+        loops = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]
+        assert len(loops) == 1
+    xs = torch.arange(12.0).reshape(4, 3)
+    carry, ys = fxrl.compile(cumulative)(xs)
+    torch.testing.assert_close(ys["c"], xs.cumsum(0))
+    torch.testing.assert_close(carry, xs.sum(0))

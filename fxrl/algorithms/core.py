@@ -24,6 +24,7 @@ logs exactly these without looking inside the state):
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import difflib
 import types
@@ -156,16 +157,26 @@ def _copy(out: Any) -> Any:
 
 def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tuple[Any, Any]:
     """``carry, ys = scan(body, carry, xs)``: ``body(carry, x) -> (carry, y)`` over the
-    leading dim of ``xs`` (a pytree), ``ys`` stacked along a new leading dim.
+    leading dim of ``xs`` (a pytree, or an int ``n`` for ``x = 0..n-1``), ``ys`` stacked
+    along a new leading dim: ``jax.lax.scan``.
 
-    Under ``torch.compile`` it is ``torch._higher_order_ops.scan``, so the body is traced
-    and compiled once, whatever the length; in eager code it is a Python loop (the same
-    numbers, without scan's eager overheads under vmap). Under compile the body's outputs
-    are copied, as scan forbids them to alias its inputs. ``y`` must be a dict, tuple or list of
-    tensors (the carry may be any pytree, dataclasses included).
+    Traced by ``fxrl.compile`` (or ``torch.compile``) it is torch's ``scan`` operator: the
+    body is traced and compiled once and runs as a loop inside the program, whatever the
+    length. In eager code it is a Python loop (the same numbers, without the operator's
+    eager overheads under vmap). The rolled loop has two rules, as ``lax.scan``'s body
+    has in spirit: the body reads tensors only through ``carry`` and ``x`` (put the
+    params a rollout acts with in the carry, not in a closure), and ``y`` is a dict,
+    tuple or list of tensors. A scan inside another scan's body is unrolled (inductor
+    cannot lower nested loops yet): keep loops at the top level of the update.
     """
+    if isinstance(xs, int):
+        xs = torch.arange(xs)
     if torch.compiler.is_compiling():
-        return _compiled_scan(body, carry, xs)
+        return _dynamo_scan(body, carry, xs)
+    from fxrl.compile import is_tracing
+
+    if is_tracing() and not _IN_SCAN.get():
+        return _traced_scan(body, carry, xs)
     ys = []
     length = tree.leaves(xs)[0].shape[0]
     for i in range(length):
@@ -174,7 +185,36 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
     return carry, tree.stack(ys)
 
 
-def _compiled_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
+_IN_SCAN: contextvars.ContextVar[bool] = contextvars.ContextVar("fxrl_in_scan", default=False)
+
+
+def _traced_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
+    """``scan`` as torch's scan operator, called directly: its Python wrapper runs dynamo,
+    which refuses to trace under an enclosing vmap (``fxrl.compile(vmap(update))``)."""
+    from torch._higher_order_ops.scan import scan_op
+
+    carry_leaves, carry_spec = tree.leaves(carry), tree.structure(carry)
+    xs_leaves, xs_spec = tree.leaves(xs), tree.structure(xs)
+    n = len(carry_leaves)
+    y_spec: list[Any] = []
+
+    def flat_body(*args: Tensor) -> list[Tensor]:
+        token = _IN_SCAN.set(True)
+        try:
+            new_c, y = body(
+                tree.unflatten(carry_spec, list(args[:n])), tree.unflatten(xs_spec, list(args[n:]))
+            )
+        finally:
+            _IN_SCAN.reset(token)
+        y_leaves = tree.leaves(y)
+        y_spec.append(tree.structure(y))
+        return _copy([*tree.leaves(new_c), *y_leaves])
+
+    out = scan_op(flat_body, _copy(carry_leaves), xs_leaves, ())
+    return tree.unflatten(carry_spec, list(out[:n])), tree.unflatten(y_spec[-1], list(out[n:]))
+
+
+def _dynamo_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
     # scan's body must return containers of tensors, not dataclasses: flatten the carry
     # (its structure is known before tracing); ys must be dicts/tuples/lists of tensors.
     from torch._higher_order_ops.scan import scan as _scan
@@ -273,6 +313,10 @@ def batched(
     staged = getattr(algo.update, "staged", None)
     if compile and staged is not None:
         return init, staged(num_seeds, compile)
+    if compile is True:
+        from fxrl.compile import compile as fxrl_compile
+
+        return init, fxrl_compile(update)
     if compile:
         backend = "inductor" if compile is True else compile
         update = torch.compile(update, backend=backend, fullgraph=True, dynamic=False)

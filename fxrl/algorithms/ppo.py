@@ -217,11 +217,11 @@ def make(config: Config) -> Algorithm:
 
     # -------------------------------------------------------------------------- collect
 
-    def env_step(params: dict, carry: tuple) -> tuple[tuple, dict]:
-        env_state, obs, stats, key = carry
-        key, k_act = _split(key)
+    def env_step(carry: tuple, _: Any) -> tuple[tuple, dict]:
+        net_params, env_state, obs, stats, key = carry
+        key, k_act = random.split(key).unbind(-2)
         x = obs if norm is None else norm(obs, stats)
-        dist, value = forward(params["net"], x)
+        dist, value = forward(net_params, x)
         action, logp = dist.sample_and_log_prob(k_act)
         env_state, ts = benv.step(env_state, action)
         final = ts.obs if norm is None else norm(ts.obs, stats)
@@ -233,7 +233,7 @@ def make(config: Config) -> Algorithm:
                "terminated": ts.terminated, "truncated": ts.truncated, "final_x": final,
                "episode_return": info["episode_return"],
                "episode_length": info["episode_length"]}  # fmt: skip
-        return (env_state, next_obs, stats, key), out
+        return (net_params, env_state, next_obs, stats, key), out
 
     # -------------------------------------------------------------------------- learn
 
@@ -248,71 +248,49 @@ def make(config: Config) -> Algorithm:
             normalize_advantage=config.normalize_advantages,
         )  # fmt: skip
 
-    def grad_step(carry: tuple, mb: dict) -> tuple[tuple, dict]:
-        net_params, opt_state = carry
-        grads, metrics = torch.func.grad(loss_fn, has_aux=True)(net_params, mb)
+    def permutation(key: Tensor, _: Any) -> tuple[Tensor, Tensor]:
+        key, k_perm = random.split(key).unbind(-2)
+        return key, random.permutation(k_perm, batch_size)
+
+    def grad_step(carry: tuple, index: Tensor) -> tuple[tuple, dict]:
+        net_params, opt_state, batch = carry
+        minibatch = tree.map(lambda v: v[index], batch)
+        grads, metrics = torch.func.grad(loss_fn, has_aux=True)(net_params, minibatch)
         updates, opt_state = opt.update(grads, opt_state, net_params)
-        return (optim.apply_updates(net_params, updates), opt_state), metrics
+        return (optim.apply_updates(net_params, updates), opt_state, batch), metrics
 
-    def shuffle(batch: dict, key: Tensor) -> tuple[dict, Tensor]:
-        key, k_perm = _split(key)
-        perm = random.permutation(k_perm, batch_size)
-        cut = lambda v: v[perm].reshape(config.num_minibatches, mb_size, *v.shape[1:])
-        return tree.map(cut, batch), key
-
-    def prepare(params: dict, traj: dict) -> tuple[dict, dict]:
-        _, next_value = net.apply(params["net"], traj["final_x"])
+    def advantages(net_params: dict, traj: dict) -> dict:
+        _, next_value = net.apply(net_params, traj["final_x"])
         advantage, target = _gae(config, traj, next_value)
         batch = {k: traj[k].flatten(0, 1) for k in ("obs", "action", "log_prob", "value")}
         batch["advantage"], batch["value_target"] = advantage.flatten(0, 1), target.flatten(0, 1)
-        done = traj["terminated"] | traj["truncated"]
-        return batch, core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
+        return batch
 
-    def finish(state: TrainState, carry: tuple, learned: tuple, report: dict, metrics: dict):
-        env_state, obs, stats, _ = carry
-        net_params, opt_state, key = learned
-        steps_done = state.steps + steps_per_update
-        out = {**report, **{k: v.mean() for k, v in metrics.items()}}
+    # -------------------------------------------------------------------------- update
+
+    def update(state: TrainState) -> tuple[TrainState, dict]:
+        params = state.params
+        # collect num_envs x num_steps transitions
+        carry = (params["net"], state.env_state, state.obs, params.get("obs_norm", ()), state.key)
+        (_, env_state, obs, stats, key), traj = core.scan(env_step, carry, config.num_steps)
+        batch = advantages(params["net"], traj)
+        # update_epochs passes of num_minibatches shuffled minibatches: one loop over all
+        key, perms = core.scan(permutation, key, config.update_epochs)
+        indices = perms.reshape(grad_steps, mb_size)
+        (net_params, opt_state, _), metrics = core.scan(
+            grad_step, (params["net"], state.opt_state, batch), indices
+        )
+        # report
+        done = traj["terminated"] | traj["truncated"]
+        out = core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
+        out.update({k: v.mean() for k, v in metrics.items()})
         out["lr"] = lr_schedule(state.updates * grad_steps).float() if config.anneal_lr else (
             torch.tensor(config.lr))  # fmt: skip
-        out["steps"] = steps_done
+        steps = state.steps + steps_per_update
+        out["steps"] = steps
         new_params = {"net": net_params} if norm is None else {"net": net_params, "obs_norm": stats}
-        new = TrainState(new_params, opt_state, env_state, obs, key, steps_done, state.updates + 1)
+        new = TrainState(new_params, opt_state, env_state, obs, key, steps, state.updates + 1)
         return new, out
-
-    def build(wrap: Any, loop: Any) -> Any:
-        """One update from its pieces: each piece through ``wrap`` (identity, or compiled
-        and vmapped over seeds), each loop through ``loop`` (``core.scan``, or Python)."""
-        step_, prepare_, shuffle_, grad_, finish_ = map(
-            wrap, (env_step, prepare, shuffle, grad_step, finish)
-        )
-
-        def update(state: TrainState) -> tuple[TrainState, dict]:
-            params = state.params
-            # collect
-            carry = (state.env_state, state.obs, params.get("obs_norm", ()), state.key)
-            carry, traj = loop(lambda c, _: step_(params, c), carry, config.num_steps)
-            batch, report = prepare_(params, traj)
-
-            # learn
-            def epoch(c: tuple, _: Any) -> tuple[tuple, dict]:
-                net_params, opt_state, key = c
-                minibatches, key = shuffle_(batch, key)
-                (net_params, opt_state), m = loop(grad_, (net_params, opt_state), minibatches)
-                return (net_params, opt_state, key), m
-
-            learned, metrics = loop(
-                epoch, (params["net"], state.opt_state, carry[3]), config.update_epochs
-            )
-            # report
-            return finish_(state, carry, learned, report, metrics)
-
-        return update
-
-    update = build(lambda f: f, _scan_loop)
-    update.staged = lambda num_seeds, compile: build(  # type: ignore[attr-defined]
-        core.staged_wrap(num_seeds, compile), core.staged_loop(num_seeds)
-    )
 
     return Algorithm(init, update, policy, config, env, steps_per_update)
 

@@ -1,7 +1,8 @@
 """``fxrl demo`` (what ``make demo`` runs): train, plot, export, and replay in gymnasium.
 
-1. PPO on CartPole-v1, 8 seeds trained together (one vmapped update), with the progress
-   bar, a run directory, checkpoints and ``curve.png``.
+1. PPO on CartPole-v1, 8 seeds trained together (one vmapped update, compiled by
+   ``fxrl.compile`` into one program), with the progress bar, a run directory,
+   checkpoints and ``curve.png``.
 2. Each seed's greedy policy played for 10 episodes in fxrl's pure CartPole.
 3. The best seed's policy exported to ONNX (``policy.onnx``: no torch needed to run it).
 4. That ONNX file played through ONNX Runtime in gymnasium's own ``CartPole-v1`` on the
@@ -106,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=10, help="evaluation episodes (default: 10)")
     p.add_argument("--out", default=None, help="run directory (default: runs/demo-TIME)")
     p.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
-    p.add_argument("--compile", action="store_true", help="torch.compile the update")
+    p.add_argument(
+        "--eager", action="store_true", help="train without compiling (default: one program)"
+    )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads or min(4, torch.get_num_threads()))
@@ -114,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     run_demo(
         out, num_seeds=a.seeds, total_steps=a.total_steps, episodes=a.episodes, quiet=a.quiet,
-        compile=a.compile,
+        compile=not a.eager,
     )  # fmt: skip
     print(f"demo finished in {time.perf_counter() - start:.0f} s; everything is in {out}")
     return 0

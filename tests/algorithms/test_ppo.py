@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+import fxrl
 from fxrl import random, tree
 from fxrl.algorithms import core, ppo
 
@@ -141,14 +142,22 @@ def _assert_same_states(a, b):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
 
 
-def test_the_staged_update_for_several_seeds_equals_the_vmapped_update():
-    algo = ppo.make(ppo.Config(**SMALL))
-    states = torch.func.vmap(algo.init)(random.split(random.key(3), 2))
-    staged = algo.update.staged(2, False)  # pieces vmapped, loops in Python, no compile
-    a, ma = staged(states)
-    b, mb = torch.func.vmap(algo.update)(states)
-    _assert_same_states(a, b)
-    torch.testing.assert_close(ma["loss"], mb["loss"], rtol=1e-5, atol=1e-6)
+def test_one_compiled_program_rolls_its_loops_whatever_their_length():
+    # fxrl.compile traces the whole update once; core.scan keeps each loop one rolled
+    # loop (torch's scan operator), so the loop bodies are traced once whatever num_steps.
+    def graph(num_steps: int) -> tuple[list[int], int]:
+        algo = ppo.make(ppo.Config(**{**SMALL, "num_steps": num_steps}))
+        gm = fxrl.trace(algo.update, algo.init(random.key(0)))
+        loops = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]
+        bodies = [len(getattr(gm, n.args[0].target).graph.nodes) for n in loops]
+        return bodies, len(gm.graph.nodes)
+
+    (short, short_top), (long, long_top) = graph(16), graph(128)
+    assert len(short) == 3  # rollout, permutations, gradient steps
+    assert short == long
+    # outside the loops only GAE's chunked scan grows (with log2 of the length); an
+    # unrolled rollout would add a whole body per step
+    assert long_top - short_top < short[0], (short_top, long_top, short)
 
 
 @pytest.mark.slow  # dynamo traces vmap(grad(...)) of every piece: minutes on 2 cores
