@@ -228,12 +228,13 @@ def test_play_stops_after_max_steps(sites, open_page):
     assert page.play(3, 0) == {"return": 0, "length": 0, "actions": []}
 
 
-def test_play_rejects_a_seed_that_is_not_an_integer(open_page):
+def test_play_rejects_a_seed_or_a_step_count_that_is_not_an_integer(open_page):
     page = open_page("CartPole-v1")
-    message = page.page.evaluate(
-        "fxrl.play(1.5).then(() => 'played', e => `${e.name}: ${e.message}`)"
-    )
+    outcome = "([s, n]) => fxrl.play(s, n).then(() => 'played', e => `${e.name}: ${e.message}`)"
+    message = page.page.evaluate(outcome, [1.5, 10])
     assert message == "TypeError: fxrl.play: seed must be an integer, got 1.5"
+    message = page.page.evaluate(outcome, [1, -2])
+    assert message == "TypeError: fxrl.play: maxSteps must be an integer >= 0, got -2"
 
 
 def test_the_controls_play_a_seed_on_the_canvas_and_show_its_return(sites, open_page):

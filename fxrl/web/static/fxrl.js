@@ -74,7 +74,9 @@
   async function play(seed, maxSteps = Infinity) {
     await api.ready;
     checkSeed(seed);
-    if (!(maxSteps >= 0)) throw new TypeError(`fxrl.play: maxSteps must be >= 0, got ${maxSteps}`);
+    if (!(maxSteps === Infinity || (Number.isSafeInteger(maxSteps) && maxSteps >= 0))) {
+      throw new TypeError(`fxrl.play: maxSteps must be an integer >= 0, got ${maxSteps}`);
+    }
     let t = await serial(() => reset(seed));
     let total = 0;
     const actions = [];
@@ -113,7 +115,7 @@
   }
 
   // ------------------------------------------------------------------------- the player
-  const view = { t: null, steps: 0, total: 0, playing: false, timer: null, seed: 0 };
+  const view = { t: null, steps: 0, total: 0, playing: false, timer: null, seed: 0, episode: 0 };
 
   function show(status = "") {
     $("step").textContent = String(view.steps);
@@ -125,7 +127,10 @@
     const seed = Number($("seed").value);
     if (!Number.isSafeInteger(seed)) { show("(the seed must be an integer)"); return; }
     view.seed = seed;
-    view.t = await serial(() => reset(seed));
+    const episode = ++view.episode;  // a step of the previous episode still running is dropped
+    const t = await serial(() => reset(seed));
+    if (episode !== view.episode) return;
+    view.t = t;
     view.steps = 0;
     view.total = 0;
     await draw(view.t);
@@ -140,7 +145,13 @@
       $("seed").value = String(view.seed + 1);
       await newEpisode();
     } else {
-      view.t = await serial(() => step(view.t));
+      const episode = view.episode;
+      const t = await serial(() => step(view.t));
+      if (episode !== view.episode) {  // "New episode" was pressed meanwhile
+        view.timer = setTimeout(tick, 0);
+        return;
+      }
+      view.t = t;
       view.steps += 1;
       view.total += view.t.reward;
       await draw(view.t);
