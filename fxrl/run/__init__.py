@@ -3,7 +3,7 @@
     from fxrl import run
     from fxrl.algorithms import ppo
     result = run.train("ppo", ppo.Config(total_steps=100_000), "runs/cartpole", num_seeds=8)
-    result = run.resume("runs/cartpole")                   # after a crash or Ctrl-C
+    result = run.resume("runs/cartpole")                   # after a crash or Ctrl-C: exact
     run.evaluate_run("runs/cartpole", episodes=10, gymnasium=True)
     run.export_run("runs/cartpole", "onnx")                # runs/cartpole/policy.onnx
     run.plot_runs(["runs/cartpole", "runs/other"], "compare.png")
@@ -17,11 +17,12 @@ from fxrl.run import checkpoint
 from fxrl.run.checkpoint import CheckpointError
 from fxrl.run.evaluate import evaluate_run, load_run
 from fxrl.run.export_run import export_run
-from fxrl.run.loop import NonFiniteError, RunResult, resume, train
+from fxrl.run.loop import InexactResumeWarning, NonFiniteError, RunResult, resume, train
 from fxrl.run.plots import plot_runs
 
 __all__ = [
     "CheckpointError",
+    "InexactResumeWarning",
     "NonFiniteError",
     "RunResult",
     "checkpoint",
