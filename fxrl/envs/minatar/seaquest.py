@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 
 from fxrl import tree
+from fxrl.envs.core import params_as_tensors
 from fxrl.envs.minatar import _common
 from fxrl.envs.minatar._common import DOWN, FIRE, LEFT, RIGHT, UP
 
@@ -442,7 +443,7 @@ def _from_minatar(environment: Any, key: Tensor) -> SeaquestState:
     g = environment.env
     common = _common.common_fields(environment, key)
     base = _common.params_of(environment)
-    params = _common.params_as_tensors(
+    params = params_as_tensors(
         SeaquestParams(
             sticky_action_prob=float(base.sticky_action_prob),
             difficulty_ramping=bool(base.difficulty_ramping),

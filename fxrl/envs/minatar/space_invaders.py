@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from fxrl import tree
+from fxrl.envs.core import params_as_tensors
 from fxrl.envs.minatar import _common
 
 __all__ = ["SpaceInvaders", "SpaceInvadersParams", "SpaceInvadersState"]
@@ -191,7 +192,7 @@ def _from_minatar(environment: Any, key: Tensor) -> SpaceInvadersState:
         last_action=common["last_action"],
         t=common["t"],
         key=common["key"],
-        params=_common.params_as_tensors(
+        params=params_as_tensors(
             SpaceInvadersParams(
                 sticky_action_prob=float(params.sticky_action_prob),
                 difficulty_ramping=bool(params.difficulty_ramping),
