@@ -109,6 +109,10 @@ class Slots:
 
 @tree.dataclass
 class SeaquestState:
+    """The package's game variables (``seaquest.Env``'s attributes, its lists as
+    ``Slots``), plus the next insertion stamp, sticky action, step count, key and params.
+    Leading batch dims allowed."""
+
     oxygen: Tensor  # [] int64
     diver_count: Tensor  # [] int64 (-1 after surfacing with 6, as the package)
     sub_x: Tensor  # [] int64 the player's front cell

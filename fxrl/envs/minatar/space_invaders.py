@@ -61,6 +61,9 @@ class SpaceInvadersParams:
 
 @tree.dataclass
 class SpaceInvadersState:
+    """The package's game variables (``space_invaders.Env``'s attributes), plus the
+    sticky action, step count, key and params. Leading batch dims allowed."""
+
     pos: Tensor  # [] int64, the cannon's column (row 9)
     alien: Tensor  # [10, 10] bool, the package's alien_map (row, column)
     f_bullet: Tensor  # [10, 10] bool, friendly bullets
