@@ -99,8 +99,10 @@ class FourRooms(Env):
         k_goal, k_pos = random.split(key).unbind(-2)
         goal = draw_goal(k_goal, self.coords)
         start = draw_start(k_pos, self.coords, goal)
+        # copies, not views of one tensor: each task param is its own leaf
+        row, col, start_row, start_col = (x.clone() for x in (*goal.unbind(-1), *start.unbind(-1)))
         return params.replace(
-            goal_row=goal[0], goal_col=goal[1], start_row=start[0], start_col=start[1],
+            goal_row=row, goal_col=col, start_row=start_row, start_col=start_col,
             resample_init_pos=torch.tensor(False), resample_goal_pos=torch.tensor(False),
         )  # fmt: skip
 

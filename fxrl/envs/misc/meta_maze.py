@@ -93,7 +93,8 @@ class MetaMaze(Env):
         """One task: a goal drawn as a reset draws it (uniform open cell), kept fixed."""
         params = params_as_tensors(self.default_params if params is None else params, self.dtype)
         goal = draw_goal(key, self.coords)
-        return params.replace(goal_row=goal[0], goal_col=goal[1], resample_goal=torch.tensor(False))
+        row, col = (x.clone() for x in goal.unbind(-1))  # own leaves, not views of one tensor
+        return params.replace(goal_row=row, goal_col=col, resample_goal=torch.tensor(False))
 
     def reset(
         self, key: Tensor, params: MetaMazeParams | None = None
