@@ -44,18 +44,32 @@ FLAGS = [
 ]
 
 
-def chromium_executable() -> str:
-    """$FXRL_CHROMIUM, else the binary @sparticuz/chromium extracts (make web-deps)."""
+def chromium() -> tuple[str, dict | None]:
+    """Chromium's path and the environment to launch it in: $FXRL_CHROMIUM, else the
+    binary @sparticuz/chromium unpacks (make web-deps), with the NSS libraries it ships for
+    Amazon Linux on LD_LIBRARY_PATH where the system lacks them."""
     if os.environ.get("FXRL_CHROMIUM"):
-        return os.environ["FXRL_CHROMIUM"]
-    if not (ROOT / "node_modules" / "@sparticuz" / "chromium").is_dir() or not shutil.which("node"):
+        return os.environ["FXRL_CHROMIUM"], None
+    package = ROOT / "node_modules" / "@sparticuz" / "chromium"
+    if not package.is_dir() or not shutil.which("node"):
         pytest.skip("Chromium not installed: run `make web-deps` (npm) or set FXRL_CHROMIUM")
-    script = "import('@sparticuz/chromium').then(async c => console.log(await "
-    script += "c.default.executablePath()))"
+    script = (
+        "import('@sparticuz/chromium').then(async c => {"
+        "console.log(await c.default.executablePath());"
+        f"console.log(await c.inflate({str(package / 'bin' / 'al2023.tar.br')!r})); }})"
+    )
     out = subprocess.run(
         ["node", "-e", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
     )
-    return out.stdout.strip().splitlines()[-1]
+    executable, libs = out.stdout.strip().splitlines()[-2:]
+    ldd = subprocess.run(["ldd", executable], capture_output=True, text=True).stdout
+    if "not found" not in ldd:
+        return executable, None
+    path = os.environ.get("LD_LIBRARY_PATH")
+    return executable, {
+        **os.environ,
+        "LD_LIBRARY_PATH": f"{libs}/lib" + (f":{path}" if path else ""),
+    }
 
 
 MINATAR_ID = "Asterix-MinAtar"
@@ -117,9 +131,9 @@ def server(sites):
 
 @pytest.fixture(scope="module")
 def browser():
-    executable = chromium_executable()
+    executable, env = chromium()
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=FLAGS, headless=True)
+        b = p.chromium.launch(executable_path=executable, args=FLAGS, headless=True, env=env)
         yield b
         b.close()
 
