@@ -140,82 +140,82 @@ def test_from_minatar_names_what_it_expected():
         minatar.from_minatar(object(), random.key(0))
 
 
-# ---------------------------------------------------------------- one compiled program
+# ---------------------------------------------------------------- compiled programs
 
 
-def _programs():
-    """The envs one compiled program steps: per game, a batch of bare games (for the
+class Program:
+    """One game's envs stepped by one fxrl.compile program: a batch of bare games (for the
     random-policy statistics) and 8 envs as ``make`` builds them (auto-reset, time limit,
-    episode stats)."""
-    out = {}
-    for id in IDS:
-        out[f"{id}/bare"] = envs.batch(bare(id), EPISODES.get(id, DEFAULT_EPISODES)[0])
-        out[f"{id}/make"] = envs.batch(envs.make(id), 8)
-    return out
+    episode stats). Actions come from a seeded numpy generator (test code)."""
+
+    def __init__(self, id):
+        self.batches = {
+            "bare": envs.batch(bare(id), EPISODES.get(id, DEFAULT_EPISODES)[0]),
+            "make": envs.batch(envs.make(id), 8),
+        }
+        self.compiled = fxrl.compile(self.step)
+        keys = random.split(random.key(7), 2)
+        self.start = {
+            n: b.reset(k)[0] for k, (n, b) in zip(keys, self.batches.items(), strict=True)
+        }
+
+    def step(self, states, actions):
+        return {n: self.batches[n].step(states[n], actions[n]) for n in states}
+
+    def actions(self, rng):
+        return {
+            n: torch.from_numpy(rng.integers(0, 6, b.batch_shape)) for n, b in self.batches.items()
+        }
 
 
-def _step_all(batches, states, actions):
-    return {name: batches[name].step(states[name], actions[name]) for name in states}
+@pytest.fixture(scope="module")
+def programs():
+    """Compiled once per game for the module, on first use."""
+    cache = {}
 
+    def get(id):
+        if id not in cache:
+            cache[id] = Program(id)
+        return cache[id]
 
-def _actions(batches, t):
-    key = random.fold_in(random.key(10_000), t)
-    return {
-        name: random.randint(random.fold_in(key, i), b.batch_shape, 0, 6)
-        for i, (name, b) in enumerate(batches.items())
-    }
+    return get
 
 
 def _unzip(results):
     return {n: r[0] for n, r in results.items()}, {n: r[1] for n, r in results.items()}
 
 
-@pytest.fixture(scope="module")
-def program():
-    """Every game's envs stepped by one fxrl.compile program: one compile for the module."""
-    batches = _programs()
-    compiled = fxrl.compile(lambda states, actions: _step_all(batches, states, actions))
-    keys = random.split(random.key(7), len(batches))
-    states = {n: b.reset(k)[0] for k, (n, b) in zip(keys, batches.items(), strict=True)}
-    return batches, compiled, states
-
-
-def test_the_compiled_step_of_every_game_equals_the_eager_step(program):
-    batches, compiled, states = program
-    eager = states
-    for t in range(8):
-        states, out = _unzip(compiled(states, _actions(batches, t)))
-        eager, eager_out = _unzip(_step_all(batches, eager, _actions(batches, t)))
+@pytest.mark.parametrize("id", IDS)
+def test_the_compiled_step_equals_the_eager_step(id, programs):
+    program = programs(id)
+    states = eager = program.start
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        actions = program.actions(rng)
+        states, out = _unzip(program.compiled(states, actions))
+        eager, eager_out = _unzip(program.step(eager, actions))
         assert_trees_close((states, out), (eager, eager_out), rtol=0, atol=0)
 
 
-@pytest.fixture(scope="module")
-def random_policy_episodes(program):
-    """Returns and lengths of one uniformly random-policy episode per bare env of every
-    game (default params: sticky actions 0.1), played by the compiled program until every
-    game is over (a finished game stays put and gives reward 0)."""
-    batches, compiled, states = program
-    bares = [n for n in batches if n.endswith("/bare")]
-    total = {n: torch.zeros(batches[n].batch_shape, dtype=torch.float64) for n in bares}
-    length = {n: torch.zeros(batches[n].batch_shape, dtype=torch.int64) for n in bares}
-    done = {n: torch.zeros(batches[n].batch_shape, dtype=torch.bool) for n in bares}
-    t = 0
-    while not all(bool(d.all()) for d in done.values()):
-        states, out = _unzip(compiled(states, _actions(batches, t)))
-        for n in bares:
-            total[n] += out[n].reward.double()
-            length[n] += (~done[n]).long()
-            done[n] = done[n] | out[n].terminated
-        t += 1
-    return {n.removesuffix("/bare"): (total[n].numpy(), length[n].numpy()) for n in bares}
-
-
 @pytest.mark.parametrize("id", IDS)
-def test_random_policy_returns_and_lengths_match_the_package(id, random_policy_episodes):
-    ours = random_policy_episodes[id]
+def test_random_policy_returns_and_lengths_match_the_package(id, programs):
+    # one uniformly random-policy episode per bare env (default params: sticky actions
+    # 0.1), played by the compiled program until every game is over (a finished game
+    # stays put and gives reward 0)
+    program = programs(id)
+    states, n = program.start, program.batches["bare"].num_envs
+    total = torch.zeros(n, dtype=torch.float64)
+    length = torch.zeros(n, dtype=torch.int64)
+    done = torch.zeros(n, dtype=torch.bool)
+    rng = np.random.default_rng(1)
+    while not bool(done.all()):
+        states, out = _unzip(program.compiled(states, program.actions(rng)))
+        total += out["bare"].reward.double()
+        length += (~done).long()
+        done = done | out["bare"].terminated
     theirs = package_episodes(id, EPISODES.get(id, DEFAULT_EPISODES)[1], seed=0)
-    assert_same_distribution(f"{id} return", ours[0], theirs[0])
-    assert_same_distribution(f"{id} length", ours[1], theirs[1])
+    assert_same_distribution(f"{id} return", total.numpy(), theirs[0])
+    assert_same_distribution(f"{id} length", length.numpy(), theirs[1])
 
 
 # ---------------------------------------------------------------- export and render
