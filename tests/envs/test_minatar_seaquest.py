@@ -177,6 +177,37 @@ def test_long_trajectories_match_the_package_given_its_draws(hard, stay_up, step
     assert all(most[name] <= CAPACITY[name] for name in CAPACITY), most
 
 
+def _scene(**fields):
+    """A package game set up by hand (sticky actions off), and its fxrl state."""
+    game = minatar.Environment("seaquest", sticky_action_prob=0.0)
+    game.reset()
+    for name, value in fields.items():
+        setattr(game.env, name, value)
+    return game, from_minatar(game, random.key(0))
+
+
+def test_surfacing_with_six_divers_pays_the_oxygen_bonus_and_leaves_minus_one_diver():
+    game, state = _scene(diver_count=6, sub_y=1, surface=False, oxygen=150)
+    reward, terminal = game.act(2)  # up
+    state, ts = Seaquest().step(state, torch.tensor(2))
+    assert (reward, terminal) == (150 * 10 // 200, False) == (float(ts.reward), False)
+    assert game.env.diver_count == int(state.diver_count) == -1  # the package's quirk
+    assert game.env.oxygen == int(state.oxygen) == 200 and int(state.ramp_index) == 1
+    assert torch.equal(ts.obs, torch.from_numpy(game.state()).float())
+
+
+def test_a_submarine_shot_while_its_shot_is_due_still_fires():
+    # the submarine moves onto the bullet (+1, removed), then fires from where it died
+    game, state = _scene(e_subs=[[3, 5, True, 0, 0]], f_bullets=[[5, 5, False]], sub_y=8)
+    reward, terminal = game.act(0)
+    state, ts = Seaquest().step(state, torch.tensor(0))
+    assert (reward, terminal) == (1, False) == (float(ts.reward), bool(ts.terminated))
+    assert game.env.e_subs == [] and not bool(state.e_subs.alive.any())
+    assert [list(b) for b in game.env.e_bullets] == [[5, 5, True]]
+    assert ts.obs[5, 5, 4] == 1  # enemy_bullet channel
+    assert torch.equal(ts.obs, torch.from_numpy(game.state()).float())
+
+
 def test_slot_capacities_hold_at_the_hardest_level():
     """The documented capacity claim: at the hardest level (an enemy every step, moving
     every 3 steps), a player that stays on the surface, where nothing hits it, lets the
