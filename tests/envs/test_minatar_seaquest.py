@@ -11,6 +11,8 @@ random policy's return and length distributions against the package's (default s
 actions), the env contract, one fxrl.compile program against the eager step, export of
 step and render."""
 
+import types
+
 import numpy as np
 import pytest
 import torch
@@ -230,6 +232,23 @@ def test_from_minatar_refuses_a_list_longer_than_its_slots():
     game.env.e_fish = [[0, 1, True, 5]] * (CAPACITY["e_fish"] + 1)
     with pytest.raises(ValueError, match="e_fish list holds 31 objects"):
         from_minatar(game, random.key(0))
+
+
+def test_a_spawn_into_full_slots_is_dropped_and_the_rest_of_the_step_goes_on():
+    """The documented overflow behavior (never reached in a game): 30 fish, a fish due to
+    spawn; the package's list grows to 31, fxrl keeps its 30 and steps the rest alike."""
+    fish = [[x, 1 + (i % 8), True, 3, 0] for i, x in enumerate([0] * 8 + [1] * 8 + [2] * 14)]
+    game, state = _scene(e_fish=[f[:4] for f in fish], e_spawn_timer=0)
+    draws = iter([0.1, 0.9, 4])  # from the left, a fish, row 4
+    game.env.random = types.SimpleNamespace(
+        rand=lambda: next(draws), randint=lambda low, high: next(draws)
+    )
+    reward, terminal = game.act(0)
+    state, r = _dynamics(state, torch.tensor(0), _words_for([0.1, 0.9, 4], True, False))
+    assert len(game.env.e_fish) == 31 and int(state.e_fish.alive.sum()) == 30
+    assert (int(r), bool(state.terminal)) == (reward, terminal)
+    kept = _package_lists(game)["e_fish"][:30]  # all but the new fish
+    assert _lists(state)["e_fish"] == kept
 
 
 def test_env_step_matches_the_package_wherever_the_package_draws_nothing():
