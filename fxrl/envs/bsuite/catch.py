@@ -42,6 +42,8 @@ class Catch(Env):
       dtype: float dtype of observations and rewards.
     """
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(self, rows: int = 10, columns: int = 5, dtype: torch.dtype = torch.float32):
         if rows < 2 or columns < 1:
             raise ValueError(

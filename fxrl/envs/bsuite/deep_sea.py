@@ -52,6 +52,8 @@ class DeepSea(Env):
       dtype: float dtype of observations and rewards.
     """
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(
         self, size: int = 8, mapping_key: Tensor | None = None, dtype: torch.dtype = torch.float32
     ):
@@ -88,7 +90,9 @@ class DeepSea(Env):
         p, n = state.params, self.size
         key, k_move, k_noise = random.split(state.key, 3).unbind(-2)
         row, col = state.row, state.column
-        right = action.long() == p.action_mapping[row.clamp(max=n - 1), col]
+        # the mapping of this cell by a mask, not an index, so leading batch dims work
+        here = cell_mask(row.clamp(max=n - 1), col, n, n)
+        right = action.long() == (p.action_mapping * here).sum((-1, -2))
         reward = (right & (col == n - 1)).to(self.dtype)
         at_edge = (row == n - 1) & ((col == 0) | (col == n - 1))
         noisy = at_edge & ~p.deterministic

@@ -46,6 +46,8 @@ class DiscountingChainState:
 class DiscountingChain(Env):
     """DiscountingChain: observation float [2], action Discrete(5)."""
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         self.observation_spec = specs.Box([-1.0, 0.0], [4.0, 1.0], dtype=dtype)

@@ -46,6 +46,8 @@ class MemoryChain(Env):
       dtype: float dtype of observations and rewards.
     """
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(self, num_bits: int = 1, dtype: torch.dtype = torch.float32) -> None:
         if num_bits < 1:
             raise ValueError(f"MemoryChain: num_bits={num_bits}; expected a positive int.")

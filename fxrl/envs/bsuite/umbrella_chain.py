@@ -46,6 +46,8 @@ class UmbrellaChain(Env):
       dtype: float dtype of observations and rewards.
     """
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(self, n_distractor: int = 0, dtype: torch.dtype = torch.float32) -> None:
         if n_distractor < 0:
             raise ValueError(f"UmbrellaChain: n_distractor={n_distractor}; expected >= 0.")

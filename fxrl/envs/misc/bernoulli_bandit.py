@@ -48,6 +48,8 @@ class BernoulliBanditState:
 class BernoulliBandit(Env):
     """BernoulliBandit: observation float [4], action Discrete(2), reward 0 or 1."""
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         inf = math.inf
@@ -82,7 +84,7 @@ class BernoulliBandit(Env):
         key, k_pull = random.split(state.key).unbind(-2)
         action = action.long()
         p = torch.where(action == 0, state.prob_0, 1 - state.prob_0)
-        reward = random.bernoulli(k_pull, p).to(self.dtype)
+        reward = random.bernoulli(k_pull, p, ()).to(self.dtype)
         moved = state.replace(last_action=action, last_reward=reward, t=state.t + 1, key=key)
         flag = torch.zeros_like(moved.t, dtype=torch.bool)
         return moved, TimeStep(self.observe(moved), reward.clone(), flag, flag.clone(), {})

@@ -85,6 +85,8 @@ def draw_start(key: Tensor, coords: Tensor, goal: Tensor) -> Tensor:
 class FourRooms(Env):
     """FourRooms: observation float [4] (agent and goal cells), action Discrete(4)."""
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         self.free, self.coords = open_cells(FOUR_ROOMS_MAP)
@@ -112,10 +114,11 @@ class FourRooms(Env):
         params = params_as_tensors(self.default_params if params is None else params, self.dtype)
         key, k_goal, k_pos = random.split(key, 3).unbind(-2)
         fixed_goal = torch.stack([params.goal_row, params.goal_col], -1)
-        goal = torch.where(params.resample_goal_pos, draw_goal(k_goal, self.coords), fixed_goal)
+        resample_goal = params.resample_goal_pos[..., None]  # [..., 1]: elementwise over batches
+        goal = torch.where(resample_goal, draw_goal(k_goal, self.coords), fixed_goal)
         fixed_start = torch.stack([params.start_row, params.start_col], -1)
         start = draw_start(k_pos, self.coords, goal)
-        pos = torch.where(params.resample_init_pos, start, fixed_start)
+        pos = torch.where(params.resample_init_pos[..., None], start, fixed_start)
         t = torch.zeros_like(key[..., 0])
         state = FourRoomsState(pos, goal, t, key, params)
         flag = torch.zeros_like(t, dtype=torch.bool)

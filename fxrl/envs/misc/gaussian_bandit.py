@@ -46,6 +46,8 @@ class GaussianBanditState:
 class GaussianBandit(Env):
     """GaussianBandit: observation float [4], action Discrete(2)."""
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         inf = math.inf

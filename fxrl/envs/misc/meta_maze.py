@@ -68,6 +68,8 @@ class MetaMaze(Env):
       dtype: float dtype of observations and rewards.
     """
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(self, maze_size: int = 9, rf_size: int = 3, dtype: torch.dtype = torch.float32):
         if maze_size % 2 == 0 or rf_size % 2 == 0 or rf_size < 3:
             raise ValueError(
@@ -102,7 +104,7 @@ class MetaMaze(Env):
         params = params_as_tensors(self.default_params if params is None else params, self.dtype)
         key, k_goal = random.split(key).unbind(-2)
         fixed = torch.stack([params.goal_row, params.goal_col], -1)
-        goal = torch.where(params.resample_goal, draw_goal(k_goal, self.coords), fixed)
+        goal = torch.where(params.resample_goal[..., None], draw_goal(k_goal, self.coords), fixed)
         pos = self.centre.expand_as(goal).clone()
         last_action, t = torch.zeros_like(key[..., 0]), torch.zeros_like(key[..., 0])
         reward = torch.zeros(t.shape, dtype=self.dtype)

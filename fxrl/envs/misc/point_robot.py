@@ -61,6 +61,8 @@ def _on_circle(radius: Tensor, angle: Tensor, dtype: torch.dtype) -> Tensor:
 class PointRobot(Env):
     """PointRobot: observation float [6], action Box([-0.1, 0.1]^2)."""
 
+    vectorized = True  # step and observe are elementwise: batch() skips vmap
+
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         self.observation_spec = specs.Box(-math.inf, math.inf, shape=(6,), dtype=dtype)
@@ -80,7 +82,7 @@ class PointRobot(Env):
         radius = random.uniform(k_radius, (), dtype=torch.float64) * p.circle_radius.double()
         angle = random.uniform(k_angle, (), 0.0, math.pi, dtype=torch.float64)
         pos = _on_circle(radius, angle, self.dtype)
-        return torch.where(p.center_init, torch.zeros_like(pos), pos)
+        return torch.where(p.center_init[..., None], torch.zeros_like(pos), pos)
 
     def reset(
         self, key: Tensor, params: PointRobotParams | None = None
@@ -103,7 +105,8 @@ class PointRobot(Env):
         p = state.params
         key, k_pos = random.split(state.key).unbind(-2)
         action = action.to(self.dtype)
-        pos = state.pos + torch.minimum(torch.maximum(action, -p.max_force), p.max_force)
+        force = p.max_force[..., None]
+        pos = state.pos + torch.minimum(torch.maximum(action, -force), force)
         distance = torch.linalg.vector_norm(state.goal - state.pos, dim=-1)
         reached = distance <= p.goal_radius
         reward = torch.where(p.dense_reward, -distance, reached.to(self.dtype))
