@@ -62,7 +62,14 @@ __all__ = ["DEFAULT_OPTIONS", "MAX_PROGRAMS", "Compiled", "compile", "is_tracing
 
 # size_asserts: each program is looked up by its inputs' exact shapes (all dense), so
 # inductor's per-call re-check of every input (a Python call per tensor) is redundant.
-DEFAULT_OPTIONS: dict[str, Any] = {"realize_reads_threshold": 1, "size_asserts": False}
+# unsafe_marked_cacheable_functions: inductor's FX graph cache refuses graphs holding a
+# higher-order op unless it is marked; a scan's body is a sub-module of the traced graph,
+# pickled (code included) into the cache key, so a changed body is a new key (tested).
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "realize_reads_threshold": 1,
+    "size_asserts": False,
+    "unsafe_marked_cacheable_functions": ["torch.ops.higher_order.scan"],
+}
 
 # Programs kept per compiled function (least recently used dropped first): a function
 # called with ever new shapes or static values would otherwise keep every program alive.
