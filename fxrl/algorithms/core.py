@@ -98,12 +98,10 @@ def check_env_id(config: Any, field: str = "env") -> None:
 
     env_id, known = getattr(config, field), registered()
     close = difflib.get_close_matches(str(env_id), known, 1, cutoff=0.3)
+    # the suggestion first: the list of ids is long, and a CLI may shorten the message
+    guess = f" Did you mean {close[0]!r}?" if close else ""
     check_config(
-        config,
-        field,
-        env_id in known,
-        f"a pure env id, one of {', '.join(known)}",
-        f"Did you mean {close[0]!r}?" if close else "",
+        config, field, env_id in known, f"a pure env id.{guess} Known ids: {', '.join(known)}"
     )
 
 
