@@ -9,8 +9,8 @@ Prints JSON lines:
   apart as ``setup_s``. Cases: a Threefry draw (``random.uniform`` on 4096 keys), the
   batched CartPole step (4096 envs, auto-reset, a key stream per env, a random action
   drawn inside) with ``fxrl.compile`` and with ``torch.compile``, the same step in a
-  second process reusing the first one's cache (``warm_cache``), and PPO's staged update
-  (its pieces through ``fxrl.compile``) when ``fxrl.algorithms.ppo`` exists.
+  second process reusing the first one's cache (``*_warm_cache``), and PPO's whole update
+  as one ``fxrl.compile`` program (1 seed, and 8 vmapped seeds), cold and warm.
 - ``steady`` lines: microseconds per call, median of ``--repeats`` alternating repeats and
   their spread, for the CartPole step at batch 1 and 4096: ``fxrl.compile``,
   ``torch.compile`` (default options), eager, and gymnasium (``gym.make`` at 1, the
@@ -67,12 +67,12 @@ def first_calls(case: str) -> dict[str, Any]:
         _, step, state = cartpole_step(4096)
         fn = torch.compile(step) if case == "cartpole_torch" else fxrl_compile(step)
         args = [(state, keys[0])]
-    elif case == "ppo":
+    elif case in ("ppo", "ppo_8seeds"):
         from fxrl.algorithms import core, ppo
 
-        core.staged_wrap = lambda num_seeds, compile: fxrl_compile
         algo = ppo.make(ppo.Config(env="CartPole-v1"))
-        fn, args = algo.update.staged(1, True), [(algo.init(random.key(0)),)]
+        init, fn = core.batched(algo, 8 if case == "ppo_8seeds" else 1, compile=True)
+        args = [(init(random.key(0)),)]
     else:
         raise ValueError(f"compile_bench: unknown case {case!r}")
     wall, cpu = time.perf_counter(), cpu_s()
@@ -87,10 +87,14 @@ def first_calls(case: str) -> dict[str, Any]:
 
 
 def compile_lines(threads: int, skip_ppo: bool) -> None:
-    cases = ["threefry", "cartpole_fxrl", "cartpole_torch"] + ([] if skip_ppo else ["ppo"])
+    cases = ["threefry", "cartpole_fxrl", "cartpole_torch"]
+    cases += [] if skip_ppo else ["ppo", "ppo_8seeds"]
     for case in cases:
         with tempfile.TemporaryDirectory() as cache:
-            runs = [case, "warm_cache"] if case == "cartpole_fxrl" else [case]
+            warm = case in ("cartpole_fxrl", "ppo", "ppo_8seeds")
+            # "warm_cache": the CartPole step's name since the first figures
+            again = "warm_cache" if case == "cartpole_fxrl" else f"{case}_warm_cache"
+            runs = [case, again] if warm else [case]
             for label in runs:
                 env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
                 cmd = [sys.executable, __file__, "--case", case, "--threads", str(threads)]
