@@ -104,7 +104,7 @@ def _trace(fn: Callable[..., Any], spec: Any, leaves: list[Any]) -> tuple[Any, A
         out_spec.append(spec_out)
         return tuple(out_leaves)
 
-    tensors = [leaves[i] for i in tensor_pos]
+    tensors = _distinct([leaves[i] for i in tensor_pos])
     token = _TRACING.set(True)
     try:
         gm = make_fx(flat, tracing_mode="fake", _allow_non_fake_inputs=True)(*tensors)
@@ -113,12 +113,28 @@ def _trace(fn: Callable[..., Any], spec: Any, leaves: list[Any]) -> tuple[Any, A
     return gm, out_spec[-1], tensor_pos
 
 
+def _distinct(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The example inputs with no two sharing memory: a tensor passed as two leaves (or
+    two views of one storage) would otherwise be traced as one input, and a later call
+    with two different tensors would compute with only one of them."""
+    seen: set[int] = set()
+    out = []
+    for t in tensors:
+        ptr = t.untyped_storage().data_ptr() if t.numel() else None
+        if ptr is not None and ptr in seen:
+            t = t.clone()
+        elif ptr is not None:
+            seen.add(ptr)
+        out.append(t)
+    return out
+
+
 class _Program:
     """``fn`` traced and compiled for one input signature; called with the flat leaves."""
 
     def __init__(self, fn: Callable[..., Any], spec: Any, leaves: list[Any], options: dict):
         gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves)
-        tensors = [leaves[i] for i in self.tensor_pos]
+        tensors = _distinct([leaves[i] for i in self.tensor_pos])
         self.plan, keep = _prune_outputs(gm)
         gm.graph.output_node().args = (tuple(keep),)
         gm.graph.eliminate_dead_code()

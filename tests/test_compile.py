@@ -138,3 +138,31 @@ def test_trace_shows_a_scan_as_one_rolled_loop_node():
     carry, ys = fxrl.compile(cumulative)(xs)
     torch.testing.assert_close(ys["c"], xs.cumsum(0))
     torch.testing.assert_close(carry, xs.sum(0))
+
+
+def test_one_tensor_passed_as_two_leaves_is_still_two_inputs():
+    # traced with z for both arguments, the program must not merge them into one input
+    f = fxrl_compile(lambda a, b: {"out": a + 10 * b, "view": a[1:] - b[:-1]})
+    z = torch.zeros(3)
+    torch.testing.assert_close(f(z, z)["out"], z)
+    ones = torch.ones(3)
+    out = f(ones, torch.zeros(3))
+    torch.testing.assert_close(out["out"], ones)
+    torch.testing.assert_close(out["view"], torch.ones(2))
+    base = torch.arange(6.0)
+    torch.testing.assert_close(f(base[:3], base[3:])["out"], base[:3] + 10 * base[3:])
+
+
+def test_a_loop_body_reading_traced_tensors_through_its_closure_is_unrolled_with_a_warning():
+    from fxrl.algorithms import core
+
+    def f(w, xs):
+        return core.scan(lambda c, x: (c + x * w, {"c": c + x * w}), torch.zeros(3), xs)
+
+    w, xs = torch.tensor([1.0, 2.0, 3.0]), torch.arange(12.0).reshape(4, 3)
+    with pytest.warns(UserWarning, match="through its closure"):
+        gm = fxrl.trace(f, w, xs)
+    assert not [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]
+    carry, ys = fxrl_compile(f)(w, xs)
+    torch.testing.assert_close(ys["c"], (xs * w).cumsum(0))
+    torch.testing.assert_close(carry, (xs * w).sum(0))

@@ -27,7 +27,9 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import difflib
+import functools
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -174,7 +176,9 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
     from fxrl.compile import is_tracing
 
     if is_tracing() and not _IN_SCAN.get():
-        return _traced_scan(body, carry, xs)
+        if not _reads_traced_closure(body):
+            return _traced_scan(body, carry, xs)
+        _warn_unrolled(body)
     ys = []
     length = tree.leaves(xs)[0].shape[0]
     for i in range(length):
@@ -184,6 +188,62 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
 
 
 _IN_SCAN: contextvars.ContextVar[bool] = contextvars.ContextVar("fxrl_in_scan", default=False)
+
+
+def _is_traced(x: Any) -> bool:
+    from torch._C import _functorch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(x, Tensor) and (
+        isinstance(x, FakeTensor)
+        or _functorch.is_batchedtensor(x)
+        or _functorch.is_functionaltensor(x)
+        or _functorch.is_gradtrackingtensor(x)
+    )
+
+
+def _reads_traced_closure(fn: Any, depth: int = 0) -> bool:
+    """Whether ``fn`` closes over a tensor of the trace in progress (the rolled loop cannot
+    take those: its body would hold them as constants of another graph). Looks through
+    closures, nested functions, partials and pytrees of them, a few levels deep; objects
+    such as envs and networks hold real constant tensors, which loops may read."""
+    if depth > 3:
+        return False
+    if isinstance(fn, functools.partial):
+        return any(_reads_traced_closure(v, depth + 1) for v in (fn.func, *fn.args))
+    if isinstance(fn, types.FunctionType):
+        cells = [c.cell_contents for c in fn.__closure__ or () if _has_contents(c)]
+        return any(_reads_traced_closure(v, depth + 1) for v in cells)
+    if isinstance(fn, Tensor):
+        return _is_traced(fn)
+    if isinstance(fn, list | tuple | dict) or (
+        dataclasses.is_dataclass(fn) and not isinstance(fn, type)
+    ):
+        return any(_reads_traced_closure(v, depth + 1) for v in tree.leaves(fn))
+    return False
+
+
+def _has_contents(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell (a name assigned later)
+        return False
+    return True
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_unrolled(body: Callable) -> None:
+    name = getattr(body, "__qualname__", repr(body))
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(
+            f"core.scan: the loop body {name} reads tensors of the traced function through "
+            "its closure, so fxrl.compile unrolls this loop (compile time grows with its "
+            "length). Pass them through the carry to keep the loop rolled.",
+            stacklevel=3,
+        )
 
 
 def _traced_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
