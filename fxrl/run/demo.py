@@ -23,7 +23,7 @@ import numpy as np
 __all__ = ["DEMO_CONFIG", "main"]
 
 # PureJaxRL's CartPole settings with a 4x higher learning rate (annealed), so a short
-# budget reaches the 500-step cap; measured in docs/readme/cli.md.
+# budget reaches the 500-step cap (docs/benchmarks/training.md has the demo's figures).
 DEMO_CONFIG: dict[str, Any] = {"env": "CartPole-v1", "lr": 1e-3, "total_steps": 65_536}
 
 
