@@ -52,6 +52,7 @@ __all__ = [
     "register",
     "registered",
     "render_observation",
+    "select",
     "uniform24",
     "words",
 ]
@@ -272,6 +273,14 @@ class MinAtarEnv(Env):
         raise NotImplementedError
 
 
+def select(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """``torch.where(cond, a, b)``, written with ``&``/``|`` when ``a`` and ``b`` are bool:
+    ONNX Runtime has no ``Where`` kernel for bool values, so exported programs use this."""
+    if a.dtype == torch.bool and b.dtype == torch.bool:
+        return (cond & a) | (~cond & b)
+    return torch.where(cond, a, b)
+
+
 def _distinct(state: Any) -> Any:
     """``state`` with no tensor in two leaves: a leaf that is the same tensor as an earlier
     one is copied. A reset written ``t=zero, last_action=zero`` would otherwise hand
@@ -299,7 +308,7 @@ def _keep_where(cond: Tensor, old: Any, new: Any) -> Any:
             continue
         a, b = getattr(old, f.name), getattr(new, f.name)
         kept[f.name] = tree.map(  # fields may be pytrees (Seaquest's slot lists)
-            lambda x, y: torch.where(cond.reshape(cond.shape + (1,) * (y.ndim - cond.ndim)), x, y),
+            lambda x, y: select(cond.reshape(cond.shape + (1,) * (y.ndim - cond.ndim)), x, y),
             a,
             b,
         )

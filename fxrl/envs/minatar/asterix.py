@@ -34,6 +34,7 @@ from fxrl.envs.minatar._common import (
     observation,
     points,
     register,
+    select,
 )
 
 __all__ = ["Asterix", "AsterixState"]
@@ -102,8 +103,8 @@ def _spawn(s: AsterixState, w: list[Tensor]) -> tuple[Tensor, Tensor, Tensor, Te
     return (
         x,
         s.ent_on | slot,
-        torch.where(slot, right[..., None], s.ent_right),
-        torch.where(slot, gold[..., None], s.ent_gold),
+        select(slot, right[..., None].expand_as(slot), s.ent_right),
+        select(slot, gold[..., None].expand_as(slot), s.ent_gold),
     )
 
 
@@ -146,9 +147,9 @@ class Asterix(MinAtarEnv):
         spawn = s.spawn_timer == 0
         x, on, right, gold = _spawn(s, w)
         x = torch.where(spawn[..., None], x, s.ent_x)
-        on = torch.where(spawn[..., None], on, s.ent_on)
-        right = torch.where(spawn[..., None], right, s.ent_right)
-        gold = torch.where(spawn[..., None], gold, s.ent_gold)
+        on = select(spawn[..., None], on, s.ent_on)
+        right = select(spawn[..., None], right, s.ent_right)
+        gold = select(spawn[..., None], gold, s.ent_gold)
         spawn_timer = torch.where(spawn, s.spawn_speed, s.spawn_timer)
         px = (s.player_x + (action == RIGHT).long() - (action == LEFT).long()).clamp(0, 9)
         py = (s.player_y + (action == DOWN).long() - (action == UP).long()).clamp(1, 8)
