@@ -113,6 +113,43 @@ def _trace(fn: Callable[..., Any], spec: Any, leaves: list[Any]) -> tuple[Any, A
     return gm, out_spec[-1], tensor_pos
 
 
+def _lift_loop_constants(gm: torch.fx.GraphModule) -> None:
+    """Constant tensors inside a rolled loop's body (``torch.tensor(...)`` made there, a
+    closed-over tensor of an env or a network) become extra inputs of the loop, read from
+    the outer graph: inductor's functionalization cannot take a constant captured inside
+    a loop body ("FunctionalTensor on its own")."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.higher_order.scan:
+            continue
+        body_name = node.args[0].target
+        body = getattr(gm, body_name)
+        consts = [
+            n
+            for n in body.graph.nodes
+            if n.op == "get_attr" and isinstance(getattr(body, n.target, None), torch.Tensor)
+        ]
+        if not consts:
+            continue
+        last = [n for n in body.graph.nodes if n.op == "placeholder"][-1]
+        outer = []
+        for i, c in enumerate(consts):
+            with body.graph.inserting_after(last):
+                last = body.graph.placeholder(f"lifted_{i}")
+            last.meta = dict(c.meta)
+            c.replace_all_uses_with(last)
+            name = f"{body_name}_const_{i}"
+            gm.register_buffer(name, getattr(body, c.target))
+            body.graph.erase_node(c)
+            with gm.graph.inserting_before(node):
+                attr = gm.graph.get_attr(name)
+            attr.meta = dict(last.meta)
+            outer.append(attr)
+        body.recompile()
+        combine, init, xs, extra = node.args
+        node.args = (combine, init, xs, (*extra, *outer))
+    gm.recompile()
+
+
 def _distinct(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """The example inputs with no two sharing memory: a tensor passed as two leaves (or
     two views of one storage) would otherwise be traced as one input, and a later call
@@ -134,6 +171,7 @@ class _Program:
 
     def __init__(self, fn: Callable[..., Any], spec: Any, leaves: list[Any], options: dict):
         gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves)
+        _lift_loop_constants(gm)
         tensors = _distinct([leaves[i] for i in self.tensor_pos])
         self.plan, keep = _prune_outputs(gm)
         gm.graph.output_node().args = (tuple(keep),)

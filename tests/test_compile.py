@@ -153,16 +153,26 @@ def test_one_tensor_passed_as_two_leaves_is_still_two_inputs():
     torch.testing.assert_close(f(base[:3], base[3:])["out"], base[:3] + 10 * base[3:])
 
 
-def test_a_loop_body_reading_traced_tensors_through_its_closure_is_unrolled_with_a_warning():
+def test_a_loop_body_reading_traced_tensors_through_its_closure_stays_one_rolled_loop():
     from fxrl.algorithms import core
 
-    def f(w, xs):
-        return core.scan(lambda c, x: (c + x * w, {"c": c + x * w}), torch.zeros(3), xs)
+    def f(w, xs, state):
+        # the body reads w and a pytree of the inputs through its closure (and a nested
+        # function's closure): the loop takes them as extra inputs and stays rolled
+        scale = lambda: state["scale"] * 2
+
+        def body(c, x):
+            return c + x * w * scale(), {"c": c + x * w * scale()}
+
+        return core.scan(body, torch.zeros(3), xs)
 
     w, xs = torch.tensor([1.0, 2.0, 3.0]), torch.arange(12.0).reshape(4, 3)
-    with pytest.warns(UserWarning, match="through its closure"):
-        gm = fxrl.trace(f, w, xs)
-    assert not [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]
-    carry, ys = fxrl_compile(f)(w, xs)
+    state = {"scale": torch.tensor(0.5)}
+    gm = fxrl.trace(f, w, xs, state)
+    assert len([n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]) == 1
+    carry, ys = fxrl_compile(f)(w, xs, state)
     torch.testing.assert_close(ys["c"], (xs * w).cumsum(0))
     torch.testing.assert_close(carry, (xs * w).sum(0))
+    ws = torch.stack([w, 2 * w])  # vmapped over w: the lifted input is batched
+    carry, ys = fxrl_compile(torch.func.vmap(f, in_dims=(0, None, None)))(ws, xs, state)
+    torch.testing.assert_close(ys["c"][1], 2 * (xs * w).cumsum(0))

@@ -29,8 +29,7 @@ import dataclasses
 import difflib
 import functools
 import types
-import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -163,11 +162,12 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
     Traced by ``fxrl.compile`` (or ``torch.compile``) it is torch's ``scan`` operator: the
     body is traced and compiled once and runs as a loop inside the program, whatever the
     length. In eager code it is a Python loop (the same numbers, without the operator's
-    eager overheads under vmap). The rolled loop has two rules, as ``lax.scan``'s body
-    has in spirit: the body reads tensors only through ``carry`` and ``x`` (put the
-    params a rollout acts with in the carry, not in a closure), and ``y`` is a dict,
-    tuple or list of tensors. A scan inside another scan's body is unrolled (inductor
-    cannot lower nested loops yet): keep loops at the top level of the update.
+    eager overheads under vmap). ``y`` must be a dict, tuple or list of tensors. The body
+    may read the traced function's tensors through its closure (params, a replay
+    buffer): they become the loop's read-only extra inputs, found through closures,
+    nested functions, partials and pytrees (not through attributes of other objects).
+    A scan inside another scan's body is unrolled (inductor cannot lower nested loops
+    yet): keep loops at the top level of the update.
     """
     if isinstance(xs, int):
         xs = torch.arange(xs)
@@ -176,9 +176,7 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
     from fxrl.compile import is_tracing
 
     if is_tracing() and not _IN_SCAN.get():
-        if not _reads_traced_closure(body):
-            return _traced_scan(body, carry, xs)
-        _warn_unrolled(body)
+        return _traced_scan(body, carry, xs)
     ys = []
     length = tree.leaves(xs)[0].shape[0]
     for i in range(length):
@@ -202,25 +200,87 @@ def _is_traced(x: Any) -> bool:
     )
 
 
-def _reads_traced_closure(fn: Any, depth: int = 0) -> bool:
-    """Whether ``fn`` closes over a tensor of the trace in progress (the rolled loop cannot
-    take those: its body would hold them as constants of another graph). Looks through
-    closures, nested functions, partials and pytrees of them, a few levels deep; objects
-    such as envs and networks hold real constant tensors, which loops may read."""
-    if depth > 3:
-        return False
-    if isinstance(fn, functools.partial):
-        return any(_reads_traced_closure(v, depth + 1) for v in (fn.func, *fn.args))
-    if isinstance(fn, types.FunctionType):
-        cells = [c.cell_contents for c in fn.__closure__ or () if _has_contents(c)]
-        return any(_reads_traced_closure(v, depth + 1) for v in cells)
-    if isinstance(fn, Tensor):
-        return _is_traced(fn)
-    if isinstance(fn, list | tuple | dict) or (
-        dataclasses.is_dataclass(fn) and not isinstance(fn, type)
+def _lift(obj: Any, found: list[Tensor], seen: set[int], depth: int = 0) -> Any:
+    """A template of ``obj`` (a loop body, or what its closure holds) in which every
+    tensor of the trace in progress is replaced by its index in ``found``; ``None`` where
+    ``obj`` holds none. The rolled loop takes those tensors as extra inputs (torch's scan
+    cannot capture another graph's tensors), and ``_build`` makes the body read them.
+    Looks through closures, nested functions, partials and pytrees; objects such as envs
+    and networks hold real constant tensors, which a loop may read as they are."""
+    if depth > 8 or id(obj) in seen:
+        return None
+    if isinstance(obj, Tensor):
+        if not _is_traced(obj):
+            return None
+        for i, t in enumerate(found):
+            if t is obj:
+                return ("tensor", i)
+        found.append(obj)
+        return ("tensor", len(found) - 1)
+    seen = seen | {id(obj)}
+    if isinstance(obj, types.FunctionType) and obj.__closure__:
+        cells = [
+            _lift(c.cell_contents, found, seen, depth + 1) if _has_contents(c) else None
+            for c in obj.__closure__
+        ]
+        return ("function", obj, cells) if any(c is not None for c in cells) else None
+    if isinstance(obj, functools.partial):
+        parts = [_lift(v, found, seen, depth + 1) for v in (obj.func, *obj.args)]
+        kw = {k: _lift(v, found, seen, depth + 1) for k, v in obj.keywords.items()}
+        changed = any(p is not None for p in parts) or any(v is not None for v in kw.values())
+        return ("partial", obj, parts, kw) if changed else None
+    if isinstance(obj, list | tuple | dict) or (
+        dataclasses.is_dataclass(obj) and not isinstance(obj, type)
     ):
-        return any(_reads_traced_closure(v, depth + 1) for v in tree.leaves(fn))
-    return False
+        leaves = tree.leaves(obj)
+        parts = [_lift(v, found, seen, depth + 1) for v in leaves]
+        if any(p is not None for p in parts):
+            return ("tree", tree.structure(obj), leaves, parts)
+    return None
+
+
+def _build(obj: Any, template: Any, values: list[Tensor]) -> Any:
+    """``obj`` rebuilt from ``_lift``'s template with ``values`` in place of the lifted
+    tensors (a new function object with new closure cells; the original is untouched)."""
+    if template is None:
+        return obj
+    kind = template[0]
+    if kind == "tensor":
+        return values[template[1]]
+    if kind == "function":
+        fn, cells = template[1], template[2]
+        closure = tuple(
+            c if t is None else types.CellType(_build(c.cell_contents, t, values))
+            for c, t in zip(fn.__closure__, cells, strict=True)
+        )
+        new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+        new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+        return new
+    if kind == "partial":
+        p, parts, kw = template[1], template[2], template[3]
+        func, *args = (_build(v, t, values) for v, t in zip((p.func, *p.args), parts, strict=True))
+        keywords = {k: _build(v, kw[k], values) for k, v in p.keywords.items()}
+        return functools.partial(func, *args, **keywords)
+    spec, leaves, parts = template[1], template[2], template[3]
+    return tree.unflatten(spec, [_build(v, t, values) for v, t in zip(leaves, parts, strict=True)])
+
+
+def _batched_like(tensors: list[Tensor], refs: Sequence[Any]) -> list[Tensor]:
+    """``tensors`` batched along every vmap level any of ``refs`` is batched at (values
+    unchanged). Under vmap, a carry that starts unbatched (zeros) but becomes batched in
+    the body (it reads a batched param) would change shape between iterations, which
+    torch's scan refuses; so every carry leaf, going in and coming out, is batched alike."""
+    from torch._C import _functorch
+
+    batched = [
+        r for r in refs if isinstance(r, Tensor) and _functorch.is_batchedtensor(r) and r.numel()
+    ]
+    if not batched:
+        return tensors
+    flag = torch.zeros_like(batched[0].reshape(-1)[:1], dtype=torch.bool).squeeze(0)
+    for r in batched[1:]:
+        flag = flag | torch.zeros_like(r.reshape(-1)[:1], dtype=torch.bool).squeeze(0)
+    return [torch.where(flag, t, t) for t in tensors]
 
 
 def _has_contents(cell: Any) -> bool:
@@ -231,21 +291,6 @@ def _has_contents(cell: Any) -> bool:
     return True
 
 
-_WARNED: set[str] = set()
-
-
-def _warn_unrolled(body: Callable) -> None:
-    name = getattr(body, "__qualname__", repr(body))
-    if name not in _WARNED:
-        _WARNED.add(name)
-        warnings.warn(
-            f"core.scan: the loop body {name} reads tensors of the traced function through "
-            "its closure, so fxrl.compile unrolls this loop (compile time grows with its "
-            "length). Pass them through the carry to keep the loop rolled.",
-            stacklevel=3,
-        )
-
-
 def _traced_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
     """``scan`` as torch's scan operator, called directly: its Python wrapper runs dynamo,
     which refuses to trace under an enclosing vmap (``fxrl.compile(vmap(update))``)."""
@@ -253,22 +298,29 @@ def _traced_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
 
     carry_leaves, carry_spec = tree.leaves(carry), tree.structure(carry)
     xs_leaves, xs_spec = tree.leaves(xs), tree.structure(xs)
-    n = len(carry_leaves)
+    n, m = len(carry_leaves), len(xs_leaves)
     y_spec: list[Any] = []
+    # tensors of the traced function that the body reads through its closure: passed in
+    # as the loop's extra (read-only, not copied) inputs
+    consts: list[Tensor] = []
+    template = _lift(body, consts, set())
 
     def flat_body(*args: Tensor) -> list[Tensor]:
+        fn = _build(body, template, list(args[n + m :]))
         token = _IN_SCAN.set(True)
         try:
-            new_c, y = body(
-                tree.unflatten(carry_spec, list(args[:n])), tree.unflatten(xs_spec, list(args[n:]))
+            new_c, y = fn(
+                tree.unflatten(carry_spec, list(args[:n])),
+                tree.unflatten(xs_spec, list(args[n : n + m])),
             )
         finally:
             _IN_SCAN.reset(token)
         y_leaves = tree.leaves(y)
         y_spec.append(tree.structure(y))
-        return _copy([*tree.leaves(new_c), *y_leaves])
+        return _copy(_batched_like([*tree.leaves(new_c), *y_leaves], args))
 
-    out = scan_op(flat_body, _copy(carry_leaves), xs_leaves, ())
+    init = _copy(_batched_like(carry_leaves, [*carry_leaves, *xs_leaves, *consts]))
+    out = scan_op(flat_body, init, xs_leaves, tuple(consts))
     return tree.unflatten(carry_spec, list(out[:n])), tree.unflatten(y_spec[-1], list(out[n:]))
 
 

@@ -14,9 +14,14 @@ from fxrl import tree
 
 
 def eager(x: Tensor) -> bool:
-    """True when ``x`` holds concrete values: not traced by torch.compile or torch.func."""
-    return (
-        not torch.compiler.is_compiling() and not torch._C._functorch.is_functorch_wrapped_tensor(x)
+    """True when ``x`` holds concrete values: not traced by torch.compile, fxrl.compile or
+    torch.func."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return not (
+        torch.compiler.is_compiling()
+        or torch._C._functorch.is_functorch_wrapped_tensor(x)
+        or isinstance(x, FakeTensor)
     )
 
 

@@ -221,7 +221,9 @@ def _episode_starts(buf: Buffer, batch: Any, n: int) -> Tensor:
     if isinstance(batch, dict) and ("terminated" in batch or "truncated" in batch):
         done = _done(batch)
         last = (buf.cursor - 1) % buf.capacity
-        prev = _done(buf.storage)[last] | first
+        # a one-element index tensor, not a 0-d one: x[t] with a 0-d t reads its value in
+        # Python (a data-dependent guard that fxrl.compile's tracing refuses)
+        prev = _done(buf.storage)[last.reshape(1)].squeeze(0) | first
         return torch.cat([prev.unsqueeze(0), done[:-1]])
     return torch.cat(
         [first.unsqueeze(0), torch.zeros(n - 1, dtype=torch.bool, device=first.device)]

@@ -245,3 +245,21 @@ def test_make_learner_trains_on_a_host_env_through_the_collector():
         *state, buf, m = learn(*state, buf, random.key(100 + i))
     assert int(buf.size) == 128 and int(state[3]) == 4 and torch.isfinite(m["loss"])
     assert not torch.equal(state[0]["layers"][0]["w"], params["layers"][0]["w"])
+
+
+def test_the_update_compiles_as_one_program_with_rolled_loops_equal_to_eager():
+    # fxrl.compile(vmap(update)): the rollout and the gradient steps stay rolled loops
+    # even though their bodies read the params, epsilon and the replay buffer through
+    # closures (lifted into the loops' inputs); the compiled update equals the eager one.
+    import fxrl
+
+    algo = dqn.make(dqn.Config(**{**SMALL, "init_random_frames": 0}))
+    gm = fxrl.trace(algo.update, algo.init(random.key(0)))
+    assert len([n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]) == 2
+    init, update = core.batched(algo, 2, compile=True)
+    _, eager = core.batched(algo, 2, compile=False)
+    states = init(random.key(5))
+    a, ma = update(states)
+    b, mb = eager(states)
+    assert_trees_close(a, b, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ma["loss"], mb["loss"], rtol=1e-4, atol=1e-5)
