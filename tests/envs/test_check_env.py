@@ -8,7 +8,7 @@ from fxrl.envs import Env, TimeStep
 from fxrl.testing import check_env
 
 # Tasks whose first observation is one of a few, whatever the key (the randomness is in a
-# hidden task, in later steps, or in a handful of starts), as in bsuite and gymnax.
+# hidden task, in later steps, or in a handful of starts), as in bsuite, gymnax and MinAtar.
 FEW_STARTS = {
     "Catch-bsuite",
     "DeepSea-bsuite",
@@ -19,6 +19,12 @@ FEW_STARTS = {
     "GaussianBandit-misc",
     "FourRooms-misc",
     "MetaMaze-misc",
+    # MinAtar as the package: Asterix, Space Invaders and Seaquest always start alike,
+    # Breakout from one of two sides (Freeway's car speeds are drawn, so it stays out)
+    "Asterix-MinAtar",
+    "Breakout-MinAtar",
+    "SpaceInvaders-MinAtar",
+    "Seaquest-MinAtar",
 }
 
 
