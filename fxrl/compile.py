@@ -58,7 +58,15 @@ from torch._C import _functorch
 
 from fxrl import tree
 
-__all__ = ["DEFAULT_OPTIONS", "MAX_PROGRAMS", "Compiled", "compile", "is_tracing", "trace"]
+__all__ = [
+    "DEFAULT_OPTIONS",
+    "MAX_PROGRAMS",
+    "Compiled",
+    "compile",
+    "is_traced",
+    "is_tracing",
+    "trace",
+]
 
 # size_asserts: each program is looked up by its inputs' exact shapes (all dense), so
 # inductor's per-call re-check of every input (a Python call per tensor) is redundant.
@@ -85,6 +93,19 @@ _TRACING: contextvars.ContextVar[bool] = contextvars.ContextVar("fxrl_tracing", 
 def is_tracing() -> bool:
     """Whether ``fxrl.compile`` is tracing the calling code (loops should stay rolled)."""
     return _TRACING.get()
+
+
+def is_traced(x: Any) -> bool:
+    """Whether ``x`` is a tensor of a trace in progress, whose values cannot be read: a
+    fake tensor (``fxrl.compile``, ``make_fx``) or one wrapped by a torch.func transform
+    (vmap, grad, functionalization)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(x, torch.Tensor) and (
+        isinstance(x, FakeTensor)
+        or _functorch.is_functorch_wrapped_tensor(x)
+        or _functorch.is_functionaltensor(x)
+    )
 
 
 def _trace(fn: Callable[..., Any], spec: Any, leaves: list[Any]) -> tuple[Any, Any, list[int]]:

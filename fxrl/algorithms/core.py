@@ -188,18 +188,6 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
 _IN_SCAN: contextvars.ContextVar[bool] = contextvars.ContextVar("fxrl_in_scan", default=False)
 
 
-def _is_traced(x: Any) -> bool:
-    from torch._C import _functorch
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return isinstance(x, Tensor) and (
-        isinstance(x, FakeTensor)
-        or _functorch.is_batchedtensor(x)
-        or _functorch.is_functionaltensor(x)
-        or _functorch.is_gradtrackingtensor(x)
-    )
-
-
 def _lift(obj: Any, found: list[Tensor], seen: set[int], depth: int = 0) -> Any:
     """A template of ``obj`` (a loop body, or what its closure holds) in which every
     tensor of the trace in progress is replaced by its index in ``found``; ``None`` where
@@ -210,7 +198,9 @@ def _lift(obj: Any, found: list[Tensor], seen: set[int], depth: int = 0) -> Any:
     if depth > 8 or id(obj) in seen:
         return None
     if isinstance(obj, Tensor):
-        if not _is_traced(obj):
+        from fxrl.compile import is_traced
+
+        if not is_traced(obj):
             return None
         for i, t in enumerate(found):
             if t is obj:
@@ -427,9 +417,8 @@ def batched(
         from fxrl.compile import compile as fxrl_compile
 
         return init, fxrl_compile(update)
-    if compile:
-        backend = "inductor" if compile is True else compile
-        update = torch.compile(update, backend=backend, fullgraph=True, dynamic=False)
+    if compile:  # a torch.compile backend name ("aot_eager", "eager")
+        update = torch.compile(update, backend=compile, fullgraph=True, dynamic=False)
     return init, update
 
 

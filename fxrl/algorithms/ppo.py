@@ -302,8 +302,8 @@ def _split(key: Tensor) -> tuple[Tensor, Tensor]:
     return keys[..., 0, :].clone(), keys[..., 1, :].clone()
 
 
-def _scan_loop(body: Any, carry: Any, xs: Any) -> tuple[Any, Any]:
-    return core.scan(body, carry, torch.arange(xs) if isinstance(xs, int) else xs)
+# recurrent_ppo's loops (core.scan takes an int count itself)
+_scan_loop = core.scan
 
 
 def _gae(config: Config, traj: dict, next_value: Tensor) -> tuple[Tensor, Tensor]:

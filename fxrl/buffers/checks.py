@@ -16,13 +16,9 @@ from fxrl import tree
 def eager(x: Tensor) -> bool:
     """True when ``x`` holds concrete values: not traced by torch.compile, fxrl.compile or
     torch.func."""
-    from torch._subclasses.fake_tensor import FakeTensor
+    from fxrl.compile import is_traced
 
-    return not (
-        torch.compiler.is_compiling()
-        or torch._C._functorch.is_functorch_wrapped_tensor(x)
-        or isinstance(x, FakeTensor)
-    )
+    return not (torch.compiler.is_compiling() or is_traced(x))
 
 
 def int_arg(fn: str, name: str, value: Any, minimum: int) -> int:

@@ -267,10 +267,12 @@ class MinAtarEnv(Env):
         return render_observation(self.observe(state))
 
     def _start(self, key: Tensor, params: MinAtarParams) -> Any:
-        raise NotImplementedError
+        """A game's first state (each game defines it)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define _start(key, params).")
 
     def _act(self, state: Any, action: Tensor, w: list[Tensor]) -> tuple[Any, Tensor]:
-        raise NotImplementedError
+        """A game's step from the action and this step's random words (each game defines it)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define _act(state, action, w).")
 
 
 def select(cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
