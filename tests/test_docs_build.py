@@ -21,8 +21,12 @@ def test_mkdocs_build_strict_succeeds(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "index.html").exists()
     # the hook filled its markers: generated tables, no marker left in a page
-    bench = (tmp_path / "benchmarks" / "index.html").read_text()
-    assert "meta_recurrent_bench" in bench and "results:" not in bench
+    pages = {p: (tmp_path / "benchmarks" / p / "index.html").read_text() for p in
+             ("training", "components", "interop")}  # fmt: skip
+    assert "meta_recurrent_bench" in pages["training"] and "train_bench" in pages["training"]
+    assert "value_bench" in pages["components"] and "ray_bench" in pages["interop"]
+    assert not any("results:" in page for page in pages.values())
+    assert "results:" not in (tmp_path / "benchmarks" / "index.html").read_text()
     assert "num_minibatches" in (tmp_path / "algorithms" / "ppo" / "index.html").read_text()
     # mkdocstrings rendered the API from the docstrings
     assert 'id="fxrl.envs.make"' in (tmp_path / "api" / "envs" / "index.html").read_text()

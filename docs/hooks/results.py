@@ -2,11 +2,13 @@
 
 A page asks for a table with an HTML comment on a line of its own:
 
-- ``<!-- results:bench NAME -->``: every case of ``docs/results/NAME.jsonl``, a file written by
-  ``bench/NAME.py`` (its first line is a header with ``bench``, ``cpu``, ``torch``, ``threads``),
-  as tables of timings and ratios and a plot of the ratios (inline SVG, matplotlib), with the
-  command, the CPU and the date the file was committed.
-- ``<!-- results:benches -->``: the above for every benchmark JSONL file in docs/results.
+- ``<!-- results:bench NAME -->``: every case of ``docs/results/NAME.jsonl``, the lines of
+  ``bench/NAME.py`` as ``bench/record.py`` keeps them (its first line is a header with
+  ``bench``, ``command``, ``cpu``, ``torch``, ``threads``, ``date``), as tables of timings and
+  ratios and a plot of the ratios (inline SVG, matplotlib), with the command, the CPU and the
+  date.
+- ``<!-- results:benches -->``: the above for every benchmark JSONL file in docs/results that
+  no page shows with its own ``results:bench`` marker.
 - ``<!-- results:timing NAME -->``: a run's ``timing.jsonl`` (one line per training session).
 - ``<!-- results:config fxrl/algorithms/NAME.py -->``: the fields of that module's ``Config``
   dataclass (name, type, default and the comment on its line), read from the source;
@@ -61,6 +63,8 @@ def _fmt(value: object) -> str:
         return f"{value:,}"
     if value is None:
         return ""
+    if isinstance(value, list):  # a spread: [min, max]
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
     return str(value).replace("|", "\\|")
 
 
@@ -74,8 +78,20 @@ def _columns(rows: list[dict], first: list[str]) -> list[str]:
     keys: list[str] = []
     for row in rows:
         keys += [k for k in row if k not in keys and k not in ("bench", "case", "check")]
+    if len(rows) == 1:  # nothing varies in one row: show all of it
+        return [k for k in first if k in keys] + [k for k in keys if k not in first]
     varying = [k for k in keys if len({json.dumps(r.get(k)) for r in rows}) > 1 or k in first]
     return [k for k in first if k in varying] + [k for k in varying if k not in first]
+
+
+def _group(row: dict, header: dict) -> str:
+    """Which table a benchmark line goes in: its ``case``; else its own ``bench`` name when it
+    differs from the file's; else the names of its keys (lines of one shape share a table)."""
+    if "case" in row:
+        return str(row["case"])
+    if row.get("bench") not in (None, header.get("bench")):
+        return str(row["bench"])
+    return "\0" + ",".join(k for k in row if k not in MEASURES)  # unnamed: not shown
 
 
 def bench_tables(name: str) -> str:
@@ -83,32 +99,40 @@ def bench_tables(name: str) -> str:
     path = RESULTS / f"{name}.jsonl"
     lines = _read_jsonl(path)
     header = lines[0] if "case" not in lines[0] else {}
+    rows = lines[1:] if header else lines
     flags = " ".join(
         f"{flag} {header[key]}" for key, flag in FLAGS.items() if header.get(key) is not None
     )
+    command = header.get("command") or (
+        f".venv/bin/python bench/{header.get('bench', name)}.py {flags}".rstrip()
+    )
+    took = f", {header['wall_s']:.0f} s in all" if isinstance(header.get("wall_s"), float) else ""
     out = [
-        f"**`{name}`**: `.venv/bin/python bench/{header.get('bench', name)}.py {flags}`".rstrip()
-        + f"; CPU: {header.get('cpu', 'not recorded')}, torch {header.get('torch', '?')},"
-        f" {header.get('threads', '?')} thread(s); recorded {_date(path)}"
+        f"**`{name}`**: `{command}`; CPU: {header.get('cpu', 'not recorded')},"
+        f" torch {header.get('torch', '?')}, {header.get('threads', '?')} thread(s);"
+        f" recorded {header.get('date') or _date(path)}{took}"
         f" ([raw JSONL](../results/{name}.jsonl)).",
         "",
     ]
-    ratios_all = [r for r in lines if "ratio" in r and "value" in r]
+    ratios_all = [r for r in rows if "ratio" in r and isinstance(r.get("value"), (int, float))]
     if ratios_all:
         out += [f'<div class="bench-plot">{ratio_plot(name, ratios_all)}</div>', ""]
     cases: dict[str, list[dict]] = {}
-    for row in lines:
-        if "case" in row:
-            cases.setdefault(row["case"], []).append(row)
-    for case, rows in cases.items():
-        out.append(f"*{case}*" + "".join(f", {r['wall_s']} s wall" for r in rows if "wall_s" in r))
-        out.append("")
-        timed = [r for r in rows if "impl" in r]
-        ratios = [r for r in rows if "ratio" in r]
+    for row in rows:
+        cases.setdefault(_group(row, header), []).append(row)
+    for case, group in cases.items():
+        if not case.startswith("\0"):
+            walls = "".join(f", {r['wall_s']} s wall" for r in group if "wall_s" in r)
+            out += [f"*{case}*{walls}", ""]
+        timed = [r for r in group if "impl" in r]
+        ratios = [r for r in group if "ratio" in r and "impl" not in r]
+        other = [r for r in group if r not in timed and r not in ratios]
         if timed:
             out += [_table(timed, _columns(timed, ["impl", "ms", "ms_min", "ms_max"])), ""]
         if ratios:
             out += [_table(ratios, _columns(ratios, ["ratio", "value", "min", "max"])), ""]
+        if other and _columns(other, []):
+            out += [_table(other, _columns(other, [])), ""]
     return "\n".join(out)
 
 
@@ -134,7 +158,7 @@ def ratio_plot(name: str, rows: list[dict]) -> str:
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("time ratio a/b (below 1: a is faster); median, min-max")
+    ax.set_xlabel("ratio a/b, median and min-max (times or rates: the table names which)")
     ax.set_title(name, fontsize=9)
     fig.subplots_adjust(left=0.45, right=0.97, top=0.92, bottom=0.5 / (0.35 * len(rows) + 1.2))
     out = io.StringIO()
@@ -145,12 +169,16 @@ def ratio_plot(name: str, rows: list[dict]) -> str:
 
 
 def all_benches() -> str:
+    """Every benchmark JSONL file in docs/results that no page shows with its own marker."""
+    shown = set()
+    for page in (ROOT / "docs").rglob("*.md"):
+        shown |= set(re.findall(r"^<!-- results:bench ([\w.-]+) -->$", page.read_text(), re.M))
     names = [
         p.stem
         for p in sorted(RESULTS.glob("*.jsonl"))
-        if "bench" in (_read_jsonl(p)[:1] or [{}])[0]
+        if p.stem not in shown and "bench" in (_read_jsonl(p)[:1] or [{}])[0]
     ]
-    return "\n\n".join(bench_tables(n) for n in names) or "No benchmark JSONL files recorded."
+    return "\n\n".join(bench_tables(n) for n in names) or "Every benchmark file is on a page above."
 
 
 def timing_table(name: str) -> str:
