@@ -8,7 +8,6 @@ dicts keep insertion order and ``None`` is a leaf. A test checks the two agree.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -16,6 +15,8 @@ from typing import Any, TypeVar
 import optree
 import torch
 import torch.utils._pytree as torch_pytree
+
+from fxrl._errors import closest
 
 __all__ = [
     "PyTree",
@@ -233,8 +234,8 @@ def _replace(self: T, **changes: Any) -> T:
     names = {f.name for f in dataclasses.fields(self)}  # type: ignore[arg-type]
     unknown = sorted(set(changes) - names)
     if unknown:
-        close = [difflib.get_close_matches(u, names, 1) for u in unknown]
-        hint = "".join(f" Did you mean {c[0]!r}?" for c in close if c)
+        close = [closest(u, names) for u in unknown]
+        hint = "".join(f" Did you mean {c!r}?" for c in close if c is not None)
         raise TypeError(
             f"{type(self).__name__}.replace: unknown field(s) {unknown}; fields are "
             f"{sorted(names)}.{hint}"

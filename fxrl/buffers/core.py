@@ -9,7 +9,8 @@ and the priority trees **in place** and return a new ``Buffer`` that shares them
 new cursor and size), so adding 100 frames to a 100k-frame Atari buffer copies 100 frames,
 not the buffer. Use the returned buffer and drop the old one. ``sample`` is pure.
 
-Prioritized sampling and ``update_priorities`` live in ``fxrl.buffers.prioritized``.
+The ``Buffer`` type is ``fxrl.buffers.state``'s (re-exported here); prioritized sampling and
+``update_priorities`` live in ``fxrl.buffers.prioritized``.
 
 Everything vmaps: a buffer whose leaves carry a leading seed dim (``tree.stack`` of
 buffers) is one buffer per seed, and ``torch.func.vmap(add)`` / ``vmap(sample)`` act per
@@ -29,40 +30,9 @@ from fxrl import random, tree
 from fxrl.buffers import frames, sumtree
 from fxrl.buffers.checks import batch_size_of, check_key, eager, int_arg
 from fxrl.buffers.prioritized import draw, weights
+from fxrl.buffers.state import Buffer, evolve
 
 __all__ = ["Buffer", "add", "init", "sample"]
-
-
-@tree.dataclass
-class Buffer:
-    """A replay buffer's state. Make one with ``init``; read it, don't build it by hand.
-
-    ``capacity`` and the settings are static (part of the treespec), the rest are tensors,
-    so ``tree.stack([init(...) for _ in seeds])`` is a batch of buffers for vmap.
-    """
-
-    storage: Any  # pytree like the example; leaves [capacity, *shape]
-    cursor: Tensor  # [] int64, the next slot written
-    size: Tensor  # [] int64, number of filled slots
-    episode_start: Tensor  # [capacity] bool: the slot's transition starts an episode
-    sums: tuple[Tensor, ...]  # sum tree levels (empty for uniform buffers), float64
-    mins: tuple[Tensor, ...]  # min tree levels (empty for uniform buffers), float64
-    max_priority: Tensor  # [] float64, the largest (priority + eps) seen; new items get it
-    capacity: int = tree.field(static=True)
-    prioritized: bool = tree.field(static=True, default=False)
-    alpha: float = tree.field(static=True, default=0.6)
-    beta: float = tree.field(static=True, default=0.4)
-    eps: float = tree.field(static=True, default=1e-6)
-    frame_stack: int = tree.field(static=True, default=0)
-    shapes: tuple = tree.field(static=True, default=())  # the example's leaf shapes
-
-
-def evolve(buf: Buffer, **changes: Any) -> Buffer:
-    """``buf.replace(**changes)`` for the hot paths: ``replace`` re-checks the field names
-    and runs ``__init__``, which cost more than the rest of a one-step ``add``."""
-    new = object.__new__(Buffer)
-    new.__dict__.update(buf.__dict__, **changes)
-    return new
 
 
 def init(

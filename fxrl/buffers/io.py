@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from fxrl import tree
-from fxrl.buffers.core import Buffer
+from fxrl.buffers.state import Buffer
 
 __all__ = ["load", "save"]
 

@@ -8,7 +8,7 @@ trees in place, like the buffer storage.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -16,9 +16,7 @@ from torch import Tensor
 from fxrl import random
 from fxrl.buffers import frames, sumtree
 from fxrl.buffers.checks import eager
-
-if TYPE_CHECKING:
-    from fxrl.buffers.core import Buffer
+from fxrl.buffers.state import Buffer, evolve
 
 __all__ = ["draw", "update_priorities", "weights"]
 
@@ -82,8 +80,6 @@ def update_priorities(buf: Buffer, index: Tensor, priority: Tensor) -> Buffer:
         # A slot sampled earlier may have aged into the S - 1 oldest since: keep it at zero.
         value = torch.where(frames.sampleable(buf, index), value, 0.0)
     sumtree.assign(buf.sums, buf.mins, index, value)
-    from fxrl.buffers.core import evolve
-
     return evolve(buf, max_priority=torch.maximum(buf.max_priority, highest))
 
 

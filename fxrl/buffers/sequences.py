@@ -18,7 +18,7 @@ from torch import Tensor
 from fxrl import random, tree
 from fxrl.buffers import frames
 from fxrl.buffers.checks import check_key, eager, int_arg
-from fxrl.buffers.core import Buffer
+from fxrl.buffers.state import Buffer
 
 __all__ = ["sample_sequences"]
 

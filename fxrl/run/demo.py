@@ -99,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     """``fxrl demo [--seeds 8] [--total-steps N] [--out DIR]``."""
     import torch
 
-    from fxrl.cli import _Parser
+    from fxrl._errors import ArgumentParser
 
-    p = _Parser(prog="fxrl demo", description=__doc__.splitlines()[0] if __doc__ else None)
+    p = ArgumentParser(prog="fxrl demo", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--seeds", type=int, default=8, help="seeds trained together (default: 8)")
     p.add_argument("--total-steps", type=int, default=DEMO_CONFIG["total_steps"], help="per seed")
     p.add_argument("--episodes", type=int, default=10, help="evaluation episodes (default: 10)")
