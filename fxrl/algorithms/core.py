@@ -25,32 +25,42 @@ logs exactly these without looking inside the state):
 from __future__ import annotations
 
 import contextvars
+import copy
 import dataclasses
 import difflib
 import functools
+import itertools
+import math
+import sys
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
-from fxrl import random, tree
+from fxrl import optim, random, tree
 from fxrl.envs.core import Env
 
 __all__ = [
     "Algorithm",
+    "adam",
     "batched",
     "check_config",
     "check_env_id",
     "check_positive",
+    "check_sweep",
+    "combination_names",
+    "combinations",
     "config_fields",
     "episode_metrics",
     "evaluate",
     "scan",
     "staged_loop",
     "staged_wrap",
+    "sweepable",
     "train",
+    "with_numbers",
 ]
 
 
@@ -112,6 +122,126 @@ def check_positive(config: Any, *fields: str) -> None:
         v = getattr(config, f)
         ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
         check_config(config, f, ok, "a positive int")
+
+
+# ------------------------------------------------------------------------------ sweeps
+
+
+def sweepable(config: Any) -> tuple[str, ...]:
+    """The fields of ``config`` a sweep may vary: its algorithm module's ``SWEEPABLE``.
+
+    They are the numbers that enter ``update`` only as values (learning rates, loss
+    weights, discounts, noise scales), which the algorithm reads without Python branches,
+    so a tensor of them can be vmapped over. Structural fields (sizes, counts, switches,
+    anything ``init`` reads) are not among them.
+    """
+    module = sys.modules.get(type(config).__module__)
+    return tuple(getattr(module, "SWEEPABLE", ()))
+
+
+def _config_name(config: Any) -> str:
+    return f"{type(config).__module__.rsplit('.', 1)[-1]}.{type(config).__name__}"
+
+
+def check_sweep(config: Any, sweep: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, ...]]:
+    """``sweep`` checked against ``config``'s algorithm, values as floats.
+
+    Args:
+      config: the algorithm's Config (its swept fields' own values are not used).
+      sweep: ``{field: [value, ...]}``, e.g. ``{"lr": [1e-4, 3e-4], "ent_coef": [0, 0.01]}``.
+    Returns:
+      ``{field: (float, ...)}`` in the order given.
+    Raises:
+      ValueError: one line: a field that cannot be swept (with the closest sweepable name
+        and the list of those that can), a value that is not a number, a repeated value, or
+        a combination that ``Config`` itself refuses (its own message).
+    """
+    name, allowed = _config_name(config), sweepable(config)
+    if not allowed:
+        raise ValueError(
+            f"{name} has no sweepable fields: sweeps are supported for ppo, dqn, sac and td3 "
+            "(recurrent PPO and task ensembles: not yet). Train one run per setting instead."
+        )
+    if not isinstance(sweep, Mapping) or not sweep:
+        raise ValueError(f"sweep: expected {{field: [values]}} for {name}, got {sweep!r}.")
+    fields = {f.name for f in dataclasses.fields(config)}
+    out: dict[str, tuple[float, ...]] = {}
+    for field, values in sweep.items():
+        if field not in allowed:
+            close = difflib.get_close_matches(str(field), allowed, 1, cutoff=0.5)
+            guess = f" Did you mean {close[0]!r}?" if close else ""
+            why = (
+                "structural (it sets shapes, loop counts or code paths, or init reads it)"
+                if field in fields
+                else f"not a field of {name}"
+            )
+            raise ValueError(
+                f"cannot sweep {field!r}: it is {why}.{guess} Fields of {name} that can be "
+                f"swept: {', '.join(allowed)}."
+            )
+        values = (
+            list(values)
+            if isinstance(values, Sequence) and not isinstance(values, str)
+            else [values]
+        )
+        ok = len(values) > 0 and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values
+        )
+        if not ok:
+            raise ValueError(
+                f"sweep {field}: expected a non-empty list of finite numbers, got {values!r}."
+            )
+        floats = tuple(float(v) for v in values)
+        if len(set(floats)) != len(floats):
+            raise ValueError(
+                f"sweep {field}: the values {list(floats)} repeat one; list each once."
+            )
+        out[field] = floats
+    for combo in combinations(out):
+        dataclasses.replace(config, **combo)  # each combination passes the Config's checks
+    return out
+
+
+def combinations(sweep: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
+    """Every combination of a sweep's values: ``itertools.product`` over the fields in the
+    order given (the last field varies fastest)."""
+    fields = list(sweep)
+    return [dict(zip(fields, values, strict=True)) for values in itertools.product(*sweep.values())]
+
+
+def _number(value: float) -> str:
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
+def combination_names(sweep: Mapping[str, Sequence[float]]) -> list[str]:
+    """``["lr=0.0001,ent_coef=0", ...]``: one name per combination, in ``combinations`` order."""
+    return [",".join(f"{k}={_number(v)}" for k, v in c.items()) for c in combinations(sweep)]
+
+
+def with_numbers(config: Any, numbers: Mapping[str, Any]) -> Any:
+    """A copy of the frozen ``config`` with ``numbers`` (tensors: one agent's swept values,
+    batched under vmap) in place of its fields. ``Config.__post_init__``'s checks are not
+    run: they read values in Python, which a batched tensor has not; ``check_sweep`` ran
+    them on each combination's plain numbers."""
+    new = copy.copy(config)
+    for field, value in numbers.items():
+        object.__setattr__(new, field, value)
+    return new
+
+
+def adam(learning_rate: Any, *, eps: float = 1e-8) -> optim.GradientTransformation:
+    """``optim.adam(learning_rate, eps=eps)``, also for a tensor learning rate (a swept
+    one, which ``optim.adam``'s Python check cannot read): the same chain and state."""
+    if not isinstance(learning_rate, Tensor):
+        return optim.adam(learning_rate, eps=eps)
+    # -lr * g in the update, nothing computed here (make runs outside a compiled trace)
+    step = optim.GradientTransformation(
+        lambda params: optim.EmptyState(),
+        lambda g, s, p=None: (tree.map(lambda x: -learning_rate * x, g), s),
+    )
+    return optim.chain(optim.scale_by_adam(eps=eps), step)
 
 
 # ------------------------------------------------------------------------------ metrics
@@ -386,7 +516,11 @@ def staged_loop(num_seeds: int) -> Callable:
 
 
 def batched(
-    algo: Algorithm, num_seeds: int = 1, compile: bool | str = True
+    algo: Algorithm,
+    num_seeds: int = 1,
+    compile: bool | str = True,
+    *,
+    sweep: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[Callable[[Tensor], Any], Callable[[Any], tuple[Any, dict]]]:
     """The fast ``(init, update)`` for ``num_seeds`` agents trained together.
 
@@ -399,9 +533,24 @@ def batched(
     update is compiled. ``compile`` is True (inductor), a backend name ("aot_eager",
     "eager") or False (eager, vmapped).
     The run loop (progress bars, checkpoints) calls these instead of ``algo.init/update``.
+
+    ``sweep={"lr": [1e-4, 3e-4], "ent_coef": [0.0, 0.01]}`` trains every combination of
+    the values (``combinations``) x ``num_seeds`` seeds as one vmapped update over
+    ``C * num_seeds`` agents (a leading dim, also for one agent): agent ``c * num_seeds +
+    s`` is seed ``s`` (the key a run without the sweep gives seed ``s``) of combination
+    ``c``. The swept fields (``sweepable(config)``) become tensors that the update is
+    vmapped over: inside it the algorithm is built by ``make(with_numbers(config,
+    values))``, as PureJaxRL vmaps its ``make_train`` over learning rates. A Python float
+    takes the dtype of the tensor it acts on; the tensors reproduce that: float32, except
+    the fields the module lists in ``SWEEP_FLOAT64`` (those that meet float64 math, such
+    as PPO's annealed lr, and otherwise only tensors with dims, which cast them to
+    float32 as they would a Python float). A sweep runs eager (``compile=False``): a
+    compiled one is not supported yet.
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"batched: num_seeds must be a positive int, got {num_seeds!r}.")
+    if sweep is not None:
+        return _swept(algo, num_seeds, compile, sweep)
     if num_seeds == 1:
         init, update = algo.init, algo.update
     else:
@@ -422,6 +571,44 @@ def batched(
     return init, update
 
 
+def _swept(
+    algo: Algorithm, num_seeds: int, compile: bool | str, sweep: Mapping[str, Sequence[float]]
+) -> tuple[Callable[[Tensor], Any], Callable[[Any], tuple[Any, dict]]]:
+    config = algo.config
+    module = sys.modules[type(config).__module__]
+    combos = combinations(check_sweep(config, sweep))
+    wide = getattr(module, "SWEEP_FLOAT64", ())
+    numbers = {
+        f: torch.tensor(
+            [c[f] for c in combos for _ in range(num_seeds)],
+            dtype=torch.float64 if f in wide else torch.float32,
+        )
+        for f in combos[0]
+    }
+
+    def init(key: Tensor) -> Any:
+        keys = key.unsqueeze(0) if num_seeds == 1 else random.split(key, num_seeds)
+        return _contiguous(torch.func.vmap(algo.init)(keys.repeat(len(combos), 1)))
+
+    def one(values: dict, state: Any) -> tuple[Any, dict]:
+        return module.make(with_numbers(config, values)).update(state)
+
+    def all_agents(values: dict, state: Any) -> tuple[Any, dict]:
+        return torch.func.vmap(one)(values, state)
+
+    if compile:
+        raise ValueError(
+            "batched: a sweep runs eager (vmapped), not compiled yet: compiling make() inside "
+            "the trace left a traced number outside the rolled loops' inputs. Pass "
+            "compile=False (the CLI: leave out --compile)."
+        )
+
+    def update(state: Any) -> tuple[Any, dict]:
+        return all_agents(numbers, state)
+
+    return init, update
+
+
 def train(
     algo: Algorithm,
     key: Tensor,
@@ -430,16 +617,18 @@ def train(
     compile: bool | str = True,
     num_updates: int | None = None,
     callback: Callable[[int, dict], None] | None = None,
+    sweep: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[Any, dict]:
     """Run ``num_updates`` iterations (default: the config's ``total_steps`` budget).
 
     Returns ``(state, metrics)``: the final TrainState (leading seed dim when
     ``num_seeds > 1``) and the metrics stacked per iteration ([iterations, (seeds)]).
-    ``callback(i, metrics_i)`` sees each iteration's metrics as they come.
+    ``callback(i, metrics_i)`` sees each iteration's metrics as they come. ``sweep``: see
+    ``batched`` (the leading dim is then combinations x seeds).
     """
     if num_updates is None:
         num_updates = max(1, algo.config.total_steps // algo.steps_per_update)
-    init, update = batched(algo, num_seeds, compile)
+    init, update = batched(algo, num_seeds, compile, sweep=sweep)
     state = init(key)
     history = []
     for i in range(num_updates):

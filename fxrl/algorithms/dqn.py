@@ -36,7 +36,13 @@ from fxrl import buffers, envs, exploration, nn, objectives, optim, random, spec
 from fxrl.algorithms import core
 from fxrl.algorithms.core import Algorithm, check_config
 
-__all__ = ["Config", "TrainState", "make", "make_learner", "train"]
+__all__ = ["SWEEPABLE", "Config", "TrainState", "make", "make_learner", "train"]
+
+# Config fields that enter the update only as numbers (see ``core.batched``'s ``sweep``);
+# ``max_grad_norm`` switches clipping on or off, so it is structural.
+SWEEPABLE = ("lr", "gamma", "tau", "eps_start", "eps_end")
+# swept as float64: they meet float64 math (a schedule) or only tensors with dims
+SWEEP_FLOAT64 = ("lr", "eps_start", "eps_end")
 
 Learn = Callable[..., tuple[Any, Any, Any, Tensor, Any, dict[str, Tensor]]]
 
@@ -209,7 +215,7 @@ def make(config: Config) -> Algorithm:
     benv = envs.batch(env, config.num_envs)
     spec = env.action_spec
     q = nn.mlp(env.observation_spec.shape[0], spec.n, config.hidden, "relu")
-    opt = optim.adam(config.lr)
+    opt = core.adam(config.lr)
     if config.max_grad_norm > 0:
         opt = optim.chain(optim.clip_by_global_norm(config.max_grad_norm), opt)
     learn = make_learner(

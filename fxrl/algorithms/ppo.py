@@ -28,7 +28,13 @@ from fxrl.algorithms import core
 from fxrl.algorithms.core import Algorithm, check_config
 from fxrl.nn import initializers as inits
 
-__all__ = ["TUNED", "Config", "TrainState", "make", "train"]
+__all__ = ["SWEEPABLE", "TUNED", "Config", "TrainState", "make", "train"]
+
+# Config fields that enter the update only as numbers: a sweep (``core.batched(...,
+# sweep=)``, ``fxrl train ppo --sweep lr=1e-4,3e-4``) vmaps the update over tensors of them.
+SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm")
+# swept as float64: they meet float64 math (a schedule) or only tensors with dims
+SWEEP_FLOAT64 = ("lr",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,7 +193,7 @@ def make(config: Config) -> Algorithm:
 
     opt = optim.chain(
         optim.clip_by_global_norm(config.max_grad_norm),
-        optim.adam(lr_schedule if config.anneal_lr else config.lr, eps=1e-5),
+        core.adam(lr_schedule if config.anneal_lr else config.lr, eps=1e-5),
     )
 
     def preprocess(params: dict, obs: Tensor) -> Tensor:
@@ -285,7 +291,7 @@ def make(config: Config) -> Algorithm:
         out = core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
         out.update({k: v.mean() for k, v in metrics.items()})
         out["lr"] = lr_schedule(state.updates * grad_steps).float() if config.anneal_lr else (
-            torch.tensor(config.lr))  # fmt: skip
+            torch.as_tensor(config.lr, dtype=torch.float32))  # fmt: skip
         steps = state.steps + steps_per_update
         out["steps"] = steps
         new_params = {"net": net_params} if norm is None else {"net": net_params, "obs_norm": stats}

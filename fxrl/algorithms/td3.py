@@ -53,7 +53,13 @@ from fxrl.algorithms.sac import (
     twin_init,
 )
 
-__all__ = ["Config", "TrainState", "make", "train", "train_host"]
+__all__ = ["SWEEPABLE", "Config", "TrainState", "make", "train", "train_host"]
+
+# Config fields that enter the update only as numbers (see ``core.batched``'s ``sweep``).
+SWEEPABLE = ("actor_lr", "critic_lr", "gamma", "tau", "exploration_noise", "policy_noise",
+             "noise_clip", "ou_theta")  # fmt: skip
+# swept as float64: they meet float64 math (a schedule) or only tensors with dims
+SWEEP_FLOAT64 = ("actor_lr", "critic_lr")
 
 NOISE_TYPES = ("gaussian", "ou")
 

@@ -20,6 +20,7 @@ import torch
 
 import fxrl
 from fxrl import algorithms, random
+from fxrl.algorithms.core import combinations
 from fxrl.run.checkpoint import atomic_write
 
 __all__ = [
@@ -87,12 +88,15 @@ def write_run_config(
     total_steps: int,
     compile: bool,
     checkpoint_every: float | None = None,
+    sweep: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``run_dir/config.json``: everything needed to rebuild and continue the run
-    (``checkpoint_every``: the seconds between checkpoints, kept by ``resume``)."""
+    (``checkpoint_every``: the seconds between checkpoints, kept by ``resume``; ``sweep``:
+    ``{field: [values]}`` of a sweep run, ``num_seeds`` then counts seeds per combination)."""
     info = {
         "algorithm": algorithm,
         "config": config_to_json(config),
+        "sweep": {k: [float(v) for v in vs] for k, vs in sweep.items()} if sweep else None,
         "num_seeds": num_seeds,
         "seed": seed,
         "key": random.key(seed).tolist(),
@@ -135,7 +139,13 @@ def exactness_differences(recorded: dict[str, Any]) -> list[tuple[str, Any, Any]
 
 
 def read_run_config(run_dir: str | Path) -> dict[str, Any]:
-    """``config.json`` of a run directory, with ``"config"`` rebuilt as the Config dataclass."""
+    """``config.json`` of a run directory, with ``"config"`` rebuilt as the Config dataclass.
+
+    ``info["num_seeds"]`` is the number of agents trained together (the leading dim of the
+    run's TrainState and checkpoints): seeds x combinations in a sweep run, whose
+    ``info["seeds"]`` is the seeds per combination (config.json's ``num_seeds``) and
+    ``info["sweep"]`` the sweep (None for a run without one).
+    """
     path = Path(run_dir) / "config.json"
     if not path.is_file():
         raise FileNotFoundError(
@@ -150,4 +160,8 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
         ) from None
     info["config_json"] = info["config"]
     info["config"] = config_from_json(algorithm_module(info["algorithm"]).Config, info["config"])
+    info["sweep"] = info.get("sweep") or None
+    info["seeds"] = info["num_seeds"]
+    if info["sweep"]:
+        info["num_seeds"] = info["seeds"] * len(combinations(info["sweep"]))
     return info

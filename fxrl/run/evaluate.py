@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from fxrl import envs, random, specs, tree
+from fxrl.algorithms.core import combination_names
 from fxrl.run import checkpoint
 from fxrl.run.config_io import config_to_json, read_run_config
 
@@ -149,16 +150,33 @@ def evaluate_run(
     gymnasium: bool = False,
     checkpoint_name: str = "latest",
     seed: int = 0,
+    pick: str | None = None,
 ) -> dict[str, Any]:
-    """Per-seed greedy returns of a run, written to ``run_dir/eval.json`` and returned."""
+    """Per-seed greedy returns of a run, written to ``run_dir/eval.json`` and returned.
+
+    Keys are agent indices (the seeds; in a sweep run ``combination * seeds + seed``,
+    named in ``result["labels"]``). ``pick`` (a sweep run): only that combination's seeds,
+    ``"best"`` or a name such as ``"lr=3e-4,ent_coef=0.01"`` (``fxrl.run.sweep.pick``).
+    """
+    from fxrl.run import sweep
+
     if not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"eval: --episodes must be a positive int, got {episodes!r}.")
     info, algo, state, meta = load_run(run_dir, checkpoint_name)
     out: dict[str, Any] = {"checkpoint": checkpoint_name, "steps": meta["steps"], "pure": {}}
+    members = list(range(info["num_seeds"]))
+    if pick is not None:
+        combination = sweep.pick(info, meta, pick)  # a run without a sweep: a clear error
+        out["pick"] = combination_names(info["sweep"])[combination]
+        members = sweep.agents(info, combination)
+    if info["sweep"]:
+        names = combination_names(info["sweep"])
+        out["labels"] = {a: f"{names[a // info['seeds']]} seed {a % info['seeds']}"
+                         for a in members}  # fmt: skip
     if gymnasium:
         out["gymnasium"] = {}
     env_id = info["config"].env
-    for s in range(info["num_seeds"]):
+    for s in members:
         params = seed_params(state, s)
         key = random.fold_in(random.key(seed), s)
         out["pure"][s] = evaluate_pure(algo, params, key, episodes)
@@ -173,10 +191,13 @@ def evaluate_run(
 def table(result: dict[str, Any]) -> str:
     """``evaluate_run``'s result as a text table: mean return per seed and where."""
     where = [w for w in ("pure", "gymnasium") if w in result]
-    lines = ["seed  " + "  ".join(f"{w:>10}" for w in where)]
+    labels = {int(k): v for k, v in result.get("labels", {}).items()}
+    width = max([4, *(len(v) for v in labels.values())])
+    lines = [f"{'seed':<{width}}  " + "  ".join(f"{w:>10}" for w in where)]
     for s in result["pure"]:
         vals = [sum(result[w][s]) / len(result[w][s]) for w in where]
-        lines.append(f"{s:>4}  " + "  ".join(f"{v:10.1f}" for v in vals))
+        name = labels.get(int(s), str(s))
+        lines.append(f"{name:>{width}}  " + "  ".join(f"{v:10.1f}" for v in vals))
     means = [sum(sum(r) / len(r) for r in result[w].values()) / len(result[w]) for w in where]
-    lines.append("mean  " + "  ".join(f"{v:10.1f}" for v in means))
+    lines.append(f"{'mean':<{width}}  " + "  ".join(f"{v:10.1f}" for v in means))
     return "\n".join(lines)

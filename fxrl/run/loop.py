@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from fxrl import tree
-from fxrl.algorithms.core import batched
+from fxrl.algorithms.core import batched, check_sweep
 from fxrl.run import checkpoint
 from fxrl.run.config_io import (
     algorithm_module,
@@ -44,8 +44,9 @@ from fxrl.run.config_io import (
     write_run_config,
 )
 from fxrl.run.metrics import MetricsWriter, read_rows, rows_from_metrics
-from fxrl.run.plots import plot_runs
+from fxrl.run.plots import plot_runs, plot_sweep
 from fxrl.run.progress import Progress
+from fxrl.run.sweep import agent_of, tag_rows
 
 __all__ = ["InexactResumeWarning", "NonFiniteError", "RunResult", "resume", "train"]
 
@@ -80,6 +81,7 @@ def train(
     seed: int = 0,
     total_steps: int | None = None,
     compile: bool = False,
+    sweep: dict[str, list[float]] | None = None,
     **loop_kw: Any,
 ) -> RunResult:
     """Train ``num_seeds`` agents of ``algorithm`` together, writing the run to ``run_dir``.
@@ -93,6 +95,9 @@ def train(
       total_steps: env steps per agent; defaults to ``config.total_steps``.
       compile: ``torch.compile`` the batched update (faster for long runs; compiling
         costs seconds to minutes).
+      sweep: ``{field: [values]}`` (``{"lr": [1e-4, 3e-4], "ent_coef": [0, 0.01]}``):
+        every combination x ``num_seeds`` seeds, one vmapped update (``fxrl.run.sweep``);
+        fields that can be swept: the algorithm module's ``SWEEPABLE``.
       loop_kw: ``quiet``, ``tensorboard``, ``checkpoint_every``, ``plot_every``,
         ``max_iterations`` (stop after this many iterations, resumable).
     """
@@ -100,6 +105,13 @@ def train(
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"train: num_seeds must be a positive int, got {num_seeds!r}.")
     algorithm_module(algorithm).make(config)  # a bad config or env id fails before any file
+    if sweep is not None:  # as must a bad sweep
+        sweep = {k: list(v) for k, v in check_sweep(config, sweep).items()}
+        if compile:
+            raise ValueError(
+                "train: a sweep runs eager (vmapped); compiling one is not supported yet. "
+                "Leave out --compile (compile=False)."
+            )
     run_dir = Path(run_dir)
     if (run_dir / "config.json").exists():
         raise FileExistsError(
@@ -109,7 +121,7 @@ def train(
     (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
     write_run_config(
         run_dir, algorithm, config, num_seeds=num_seeds, seed=seed, total_steps=total,
-        compile=compile, checkpoint_every=loop_kw.get("checkpoint_every"),
+        compile=compile, checkpoint_every=loop_kw.get("checkpoint_every"), sweep=sweep,
     )  # fmt: skip
     return _run(run_dir, read_run_config(run_dir), None, **loop_kw)
 
@@ -160,6 +172,12 @@ def _check_same_run(path: Path, meta: dict[str, Any], info: dict[str, Any]) -> N
         )
     here, there = config_to_json(info["config"]), meta.get("config") or {}
     diff = [k for k in there if here.get(k) != there[k]]
+    if meta.get("sweep") != info["sweep"]:
+        raise checkpoint.CheckpointError(
+            f"resume: {path} was written by a run with sweep {meta.get('sweep')!r}, the "
+            f"run's config.json says {info['sweep']!r}: it cannot continue this run exactly. "
+            "Restore config.json, or start a new run (fxrl train) with the new sweep."
+        )
     if diff:
         shown = ", ".join(f"{k}={there[k]!r} in the checkpoint, {here.get(k)!r} in config.json"
                           for k in diff)  # fmt: skip
@@ -201,22 +219,25 @@ def _total_steps(config: Any, total_steps: int | None) -> int:
 
 def build(info: dict[str, Any]) -> tuple[Any, Any]:
     """``(algo, template)``: the algorithm and its initial TrainState for a run, with a
-    leading seed dim (also for one seed), as ``fxrl.algorithms.core.batched`` inits it."""
+    leading agent dim (also for one seed), as ``fxrl.algorithms.core.batched`` inits it
+    (a sweep run's agents: combinations x seeds)."""
     algo = algorithm_module(info["algorithm"]).make(info["config"])
-    init, _ = batched(algo, info["num_seeds"], compile=False)
+    init, _ = batched(algo, info["seeds"], compile=False, sweep=info["sweep"])
     state = init(torch.tensor(info["key"], dtype=torch.int64))
-    return algo, _add_seed_dim(state) if info["num_seeds"] == 1 else state
+    return algo, _add_seed_dim(state) if info["num_seeds"] == 1 and not info["sweep"] else state
 
 
 def _add_seed_dim(tree_: Any) -> Any:
     return tree.map(lambda x: x.unsqueeze(0), tree_)
 
 
-def batched_update(algo: Any, num_seeds: int, compile: bool) -> Any:
+def batched_update(
+    algo: Any, num_seeds: int, compile: bool, sweep: dict[str, list[float]] | None = None
+) -> Any:
     """``core.batched``'s update (compiled piece by piece where the algorithm supports
-    it), taking and returning states and metrics with a leading seed dim."""
-    _, update = batched(algo, num_seeds, compile)
-    if num_seeds > 1:
+    it), taking and returning states and metrics with a leading agent dim."""
+    _, update = batched(algo, num_seeds, compile, sweep=sweep)
+    if num_seeds > 1 or sweep:
         return update
 
     def one_seed(state: Any) -> tuple[Any, dict[str, Any]]:
@@ -227,7 +248,8 @@ def batched_update(algo: Any, num_seeds: int, compile: bool) -> Any:
 
 
 def _expect(info: dict[str, Any]) -> dict[str, Any]:
-    return {"algorithm": info["algorithm"], "config": config_to_json(info["config"])}
+    expect = {"algorithm": info["algorithm"], "config": config_to_json(info["config"])}
+    return {**expect, "sweep": info["sweep"]} if info["sweep"] else expect
 
 
 def _check_finite(iteration: int, metrics: dict[str, torch.Tensor], state: Any) -> None:
@@ -260,7 +282,8 @@ def _mean(returns: dict[int, float]) -> float:
 
 
 def latest_returns(rows: list[dict[str, Any]]) -> dict[int, float]:
-    """``{seed: episode_return}`` of the rows where an episode ended."""
+    """``{seed: episode_return}`` of the rows where an episode ended (``seed``: the agent
+    index, as ``rows_from_metrics`` numbers rows)."""
     return {
         r["seed"]: float(r["episode_return"]) for r in rows if r.get("episode_return") is not None
     }
@@ -331,7 +354,7 @@ def _run(
     best = -math.inf if best is None else best
     returns = {int(k): float(v) for k, v in meta.get("returns", {}).items()}
     num_iters = math.ceil(info["total_steps"] / algo.steps_per_update)
-    update = batched_update(algo, info["num_seeds"], info["compile"])
+    update = batched_update(algo, info["seeds"], info["compile"], info["sweep"])
 
     def save() -> None:
         nonlocal best
@@ -363,7 +386,7 @@ def _run(
                     {"steps_per_s": round(algo.steps_per_update * info["num_seeds"] / dt, 1),
                      "time": round(t_before + time.perf_counter() - t_start, 3)},
                 )  # fmt: skip
-                writer.write(rows)
+                writer.write(tag_rows(rows, info))
                 returns.update(latest_returns(rows))
                 bar.update(steps, rows)
                 now = time.perf_counter()
@@ -371,12 +394,12 @@ def _run(
                     save()
                     last_ckpt = now
                 if now - last_plot >= plot_every:
-                    plot_runs([run_dir], run_dir / "curve.png", title=_title(info))
+                    _plot(run_dir, info)
                     last_plot = now
             if stop.requested:
                 bar.log(f"interrupted at step {steps:,}: writing a checkpoint")
             save()
-        plot_runs([run_dir], run_dir / "curve.png", title=_title(info))
+        _plot(run_dir, info)
     if first_call is not None:
         _summary(run_dir, info, algo, session_iters, time.perf_counter() - t_start, first_call)
     return RunResult(run_dir, state, iteration, steps, returns, stop.requested)
@@ -384,7 +407,18 @@ def _run(
 
 def _title(info: dict[str, Any]) -> str:
     env = getattr(info["config"], "env", "")
+    if info["sweep"]:
+        count = info["num_seeds"] // info["seeds"]
+        return f"{info['algorithm']} {env}: {count} combinations x {info['seeds']} seeds"
     return f"{info['algorithm']} {env} ({info['num_seeds']} seeds)".replace("  ", " ")
+
+
+def _plot(run_dir: Path, info: dict[str, Any]) -> None:
+    """``curve.png``: the seeds' mean and spread, or a sweep's grid of combinations."""
+    if info["sweep"]:
+        plot_sweep(run_dir, run_dir / "curve.png", title=_title(info))
+    else:
+        plot_runs([run_dir], run_dir / "curve.png", title=_title(info))
 
 
 def _summary(
@@ -410,9 +444,11 @@ def _summary(
 
 
 def final_returns(run_dir: str | Path) -> dict[int, float]:
-    """Each seed's last finished-episode return in a run's ``metrics.jsonl``."""
+    """Each agent's last finished-episode return in a run's ``metrics.jsonl`` (agents:
+    seeds, or in a sweep run ``combination * seeds + seed``)."""
+    info = read_run_config(run_dir)
     out: dict[int, float] = {}
     for r in read_rows(Path(run_dir) / "metrics.jsonl"):
         if r.get("episode_return") is not None:
-            out[r["seed"]] = r["episode_return"]
+            out[agent_of(r, info)] = r["episode_return"]
     return out

@@ -1,6 +1,7 @@
 """A run's metrics on disk: ``metrics.jsonl``, ``metrics.csv`` and, if asked, TensorBoard.
 
-One row per iteration and seed: ``iteration``, ``seed``, then everything the algorithm's
+One row per iteration and seed: ``iteration``, (in a sweep run ``combination``, see
+``fxrl.run.sweep``), ``seed``, then everything the algorithm's
 ``update`` reported for that seed (``steps``, ``episodes``, ``episode_return``, the
 losses...), then ``steps_per_s`` and ``time`` (seconds since the run started). Rows are
 flushed when the iteration ends, so a killed run keeps its history; a NaN (no episode
@@ -22,7 +23,15 @@ from fxrl.run.checkpoint import atomic_write
 
 __all__ = ["MetricsWriter", "read_rows", "rows_from_metrics"]
 
-_FIRST = ("iteration", "seed", "steps", "episodes", "episode_return", "episode_length")
+_FIRST = (
+    "iteration",
+    "combination",
+    "seed",
+    "steps",
+    "episodes",
+    "episode_return",
+    "episode_length",
+)
 
 
 def rows_from_metrics(
@@ -100,9 +109,10 @@ class MetricsWriter:
                 f.flush()
         if self._tb is not None:
             for r in rows:
+                where = f"{r['combination']}/" if "combination" in r else ""
                 for k, v in r.items():
                     if k not in ("iteration", "seed", "steps") and isinstance(v, int | float):
-                        self._tb.add_scalar(f"seed{r['seed']}/{k}", v, r["steps"])
+                        self._tb.add_scalar(f"{where}seed{r['seed']}/{k}", v, r["steps"])
             self._tb.flush()
 
     def close(self) -> None:

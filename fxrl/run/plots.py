@@ -2,17 +2,20 @@
 
 curve("run/metrics.jsonl" rows) -> (steps, mean, low, high)
 plot_runs(["runs/a", "runs/b"], "compare.png")   # one line and band per run
+plot_sweep("runs/sweep", "grid.png")             # a sweep: one panel per combination
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
+from fxrl.algorithms.core import combination_names
 from fxrl.run.metrics import read_rows
 
-__all__ = ["curve", "plot_runs"]
+__all__ = ["curve", "plot_runs", "plot_sweep", "seed_curves"]
 
 
 def curve(
@@ -44,6 +47,38 @@ def curve(
     return steps, mean, low, high
 
 
+def seed_curves(
+    rows: list[dict[str, Any]], metric: str = "episode_return"
+) -> dict[int, tuple[list[int], list[float]]]:
+    """``{seed: (steps, values)}``: each seed's ``metric`` per iteration, the last value
+    carried forward where none was reported (as ``curve`` does)."""
+    out: dict[int, tuple[list[int], list[float]]] = {}
+    last: dict[int, float] = {}
+    for r in sorted(rows, key=lambda r: (r["iteration"], r["seed"])):
+        v = r.get(metric)
+        if isinstance(v, int | float) and math.isfinite(v):
+            last[r["seed"]] = float(v)
+        if r["seed"] in last:
+            steps, values = out.setdefault(r["seed"], ([], []))
+            steps.append(r["steps"])
+            values.append(last[r["seed"]])
+    return out
+
+
+def _sweep_of(run_dir: Path) -> dict[str, list[float]] | None:
+    try:
+        return json.loads((run_dir / "config.json").read_text()).get("sweep") or None
+    except (OSError, ValueError):
+        return None
+
+
+def _rows(run_dir: str | Path) -> list[dict[str, Any]]:
+    jsonl = Path(run_dir) / "metrics.jsonl"
+    if not jsonl.exists():
+        raise FileNotFoundError(f"plot: {run_dir} has no metrics.jsonl; is it a run directory?")
+    return read_rows(jsonl)
+
+
 def plot_runs(
     run_dirs: list[str | Path],
     path: str | Path,
@@ -68,20 +103,84 @@ def plot_runs(
     labels = labels or [Path(d).name for d in run_dirs]
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     for run_dir, label in zip(run_dirs, labels, strict=True):
-        jsonl = Path(run_dir) / "metrics.jsonl"
-        if not jsonl.exists():
-            raise FileNotFoundError(f"plot: {run_dir} has no metrics.jsonl; is it a run directory?")
-        rows = read_rows(jsonl)
-        steps, mean, low, high = curve(rows, metric)
-        seeds = len({r["seed"] for r in rows})
-        (line,) = ax.plot(steps, mean, label=f"{label} ({seeds} seeds)")
-        ax.fill_between(steps, low, high, alpha=0.2, color=line.get_color(), linewidth=0)
+        rows = _rows(run_dir)
+        # a sweep run: one curve per combination
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            name = r.get("combination")
+            groups.setdefault(label if name is None else f"{label}: {name}", []).append(r)
+        for name, group in groups.items():
+            steps, mean, low, high = curve(group, metric)
+            seeds = len({r["seed"] for r in group})
+            (line,) = ax.plot(steps, mean, label=f"{name} ({seeds} seeds)")
+            ax.fill_between(steps, low, high, alpha=0.2, color=line.get_color(), linewidth=0)
     ax.set_xlabel("env steps per seed")
     ax.set_ylabel(f"{metric.replace('_', ' ')} (mean, min-max over seeds)")
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
+    fig.tight_layout()
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def plot_sweep(
+    run_dir: str | Path,
+    path: str | Path,
+    *,
+    metric: str = "episode_return",
+    title: str | None = None,
+) -> Path:
+    """Write a sweep run's grid: one panel per combination, one line per seed.
+
+    With two swept fields the panels are laid out by their values (rows: the first
+    field's, columns: the second's); otherwise in ``core.combinations`` order, row by row.
+    All panels share both axes.
+
+    Args:
+      run_dir: a run directory trained with a sweep (``config.json`` has ``"sweep"``).
+      path: the PNG to write (written to a temporary name, then renamed).
+      metric: the metric to plot per seed.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    sweep = _sweep_of(run_dir)
+    if sweep is None:
+        raise ValueError(f"plot: {run_dir} is not a sweep run (its config.json has no sweep).")
+    rows, names = _rows(run_dir), combination_names(sweep)
+    sizes = [len(v) for v in sweep.values()]
+    if len(sizes) == 2:
+        nrows, ncols = sizes
+    else:
+        ncols = math.ceil(math.sqrt(len(names)))
+        nrows = math.ceil(len(names) / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(2.8 * ncols + 0.6, 2.2 * nrows + 0.6), dpi=100,
+        sharex=True, sharey=True, squeeze=False,
+    )  # fmt: skip
+    for i, name in enumerate(names):
+        ax = axes[i // ncols][i % ncols]
+        group = [r for r in rows if r.get("combination") == name]
+        for seed, (steps, values) in sorted(seed_curves(group, metric).items()):
+            ax.plot(steps, values, linewidth=1.0, label=f"seed {seed}")
+        ax.set_title(name, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for j in range(len(names), nrows * ncols):
+        axes[j // ncols][j % ncols].set_visible(False)
+    fig.supxlabel("env steps per seed", fontsize=9)
+    fig.supylabel(f"{metric.replace('_', ' ')} (one line per seed)", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.tmp.png")

@@ -36,6 +36,12 @@ RUN_FLAGS: dict[str, tuple[Any, Any, str]] = {
     "compile": (bool, False, "torch.compile the batched update (pays off on long runs)"),
     "checkpoint_every": (float, 60.0, "seconds between checkpoints (and one at the end)"),
     "threads": (int | None, None, "torch threads (default: the cores, at most 4)"),
+    "sweep": (
+        tuple[str, ...],
+        (),
+        "FIELD=V1,V2,...: train every combination of the swept values x --seeds as one "
+        "vmapped update; repeat the flag for more fields (fxrl.run.sweep)",
+    ),
 }
 
 
@@ -129,6 +135,7 @@ def parse(module: ModuleType, name: str, argv: list[str]) -> tuple[Any, Any]:
     prog = f"fxrl train {name}"
     args_cls, run_cls = _classes(module)
     _check_flags(prog, argv, _known_flags(module, run_cls))
+    argv, sweep = _sweep_flags(prog, argv)
     err = io.StringIO()
     doc = (module.__doc__ or "").strip().splitlines()
     default = args_cls(config=_tuned_config(module, argv), run=run_cls())
@@ -147,4 +154,26 @@ def parse(module: ModuleType, name: str, argv: list[str]) -> tuple[Any, Any]:
         message = _tyro_message(err.getvalue())
         message += "" if message.endswith((".", "?")) else "."
         raise FlagError(f"{message} See {prog} --help.") from None
+    args.run.sweep = tuple(sweep)
     return args.config, args.run
+
+
+def _sweep_flags(prog: str, argv: list[str]) -> tuple[list[str], list[str]]:
+    """``argv`` without its ``--sweep VALUE`` flags, and their values (a flag given more
+    than once, which tyro's tuple flags do not collect)."""
+    rest, values, i = [], [], 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--sweep":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                raise FlagError(f"--sweep needs FIELD=V1,V2,... (e.g. --sweep lr=1e-4,3e-4). "
+                                f"See {prog} --help.")  # fmt: skip
+            values.append(argv[i + 1])
+            i += 2
+            continue
+        if token.startswith("--sweep="):
+            values.append(token.split("=", 1)[1])
+        else:
+            rest.append(token)
+        i += 1
+    return rest, values

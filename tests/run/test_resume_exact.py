@@ -6,7 +6,8 @@ the real command: SIGKILL inside a checkpoint write (between the temporary file 
 rename, hit deterministically by the FXRL_TEST_SIGNAL_IN_WRITE hook), Ctrl-C (SIGINT) and
 SIGKILL from outside at whatever moment the run is in. The chain's metrics.jsonl (the
 wall-clock columns aside) and its final checkpoint's tensor bytes must equal the
-reference's. PPO is also checked compiled, with a second Ctrl-C inside the final write,
+reference's. Sweeps (PPO, DQN: combinations x seeds in one vmapped update) are checked
+the same way. PPO is also checked compiled, with a second Ctrl-C inside the final write,
 killed before its first checkpoint, and with the one-line messages for a resume that
 cannot be exact.
 """
@@ -49,7 +50,15 @@ ALGOS = {
     "td3": (["td3", "--env", "Pendulum-v1", *OFF_POLICY, "--learning-starts", "16"], 8, 2),
     "td3_ou": (["td3", "--env", "MountainCarContinuous-v0", *OFF_POLICY,
                 "--learning-starts", "16", "--noise-type", "ou"], 8, 2),
+    # a sweep: 2 x 2 combinations x 2 seeds as one vmapped update (8 rows an iteration)
+    "ppo_sweep": (["ppo", "--env", "CartPole-v1", "--num-envs", "4", "--num-steps", "16",
+                   "--update-epochs", "2", "--num-minibatches", "2", "--hidden", "16", "16",
+                   "--sweep", "lr=2.5e-4,1e-3", "--sweep", "ent_coef=0,0.01"], 64, 2),
+    "dqn_sweep": (["dqn", "--env", "CartPole-v1", *OFF_POLICY, "--init-random-frames", "16",
+                   "--target-update-every", "3", "--eps-decay-steps", "100",
+                   "--sweep", "lr=1e-3,1e-2"], 8, 2),
 }  # fmt: skip
+COMBINATIONS = {"ppo_sweep": 4, "dqn_sweep": 2}  # rows per iteration: seeds x combinations
 
 
 def train_args(name: str, out: Path, *extra: str) -> list[str]:
@@ -140,7 +149,7 @@ def references(tmp_path_factory):
 @pytest.mark.parametrize("name", list(ALGOS))
 def test_an_interrupted_and_resumed_run_equals_the_uninterrupted_one(name, references, tmp_path):
     reference = references(name)
-    d, seeds = tmp_path / name, ALGOS[name][2]
+    d, seeds = tmp_path / name, ALGOS[name][2] * COMBINATIONS.get(name, 1)
     ckpts = d / "checkpoints"
     train = train_args(name, d, "--checkpoint-every", "0")  # a checkpoint every iteration
     if name == "ppo":  # the user's case, and the loop's every moment
