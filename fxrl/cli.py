@@ -77,6 +77,10 @@ def _train(argv: list[str]) -> int:
     flag = lambda n: getattr(run, n) if hasattr(run, n) else getattr(config, n)
     out = flag("out") or _default_out(name, getattr(config, "env", ""))
     kwargs = {"total_steps": run.total_steps} if hasattr(run, "total_steps") else {}
+    if run.sweep:  # FIELD=V1,V2 flags; bad fields and values fail before anything is written
+        from fxrl.run.sweep import parse_flag
+
+        kwargs["sweep"] = parse_flag(run.sweep)
     result = train(
         name, config, out, num_seeds=flag("seeds"), seed=flag("seed"), compile=flag("compile"),
         quiet=flag("quiet"), tensorboard=flag("tensorboard"),
@@ -153,23 +157,55 @@ def _eval(argv: list[str]) -> int:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
     p.add_argument("--video", default=None, metavar="PATH", help="record the agent: out.mp4|.gif")
     p.add_argument("--video-episodes", type=int, default=1, help="episodes in the video")
+    p.add_argument("--pick", default=None, metavar="NAME",
+                   help="a sweep run's combination: lr=3e-4,ent_coef=0.01, or best")  # fmt: skip
     a = p.parse_args(argv)
     if a.video is not None:  # an unwritable extension fails before anything runs
         from fxrl.run.video import check_path
 
         check_path(a.video)
+        seed = _picked_agent(a.dir, a.pick, a.checkpoint, None)  # a sweep: --pick is needed
     _threads(a.threads)
     result = evaluate_run(
-        a.dir, episodes=a.episodes, gymnasium=a.gymnasium, checkpoint_name=a.checkpoint
-    )
-    print(f"greedy return over {a.episodes} episodes at step {result['steps']:,}:")
+        a.dir, episodes=a.episodes, gymnasium=a.gymnasium, checkpoint_name=a.checkpoint,
+        pick=a.pick,
+    )  # fmt: skip
+    picked = f" ({result['pick']})" if "pick" in result else ""
+    print(f"greedy return over {a.episodes} episodes at step {result['steps']:,}{picked}:")
     print(table(result))
     if a.video is not None:
         from fxrl.run.video import record_run
 
-        rec = record_run(a.dir, a.video, episodes=a.video_episodes, checkpoint_name=a.checkpoint)
+        rec = record_run(a.dir, a.video, episodes=a.video_episodes, checkpoint_name=a.checkpoint,
+                         seed=seed)  # fmt: skip
         print(f"{rec.path}: seed {rec.seed}, {len(rec.lengths)} episode(s) of {rec.lengths} steps")
     return 0
+
+
+def _picked_agent(run_dir: str, pick: str | None, checkpoint_name: str, seed: int | None) -> Any:
+    """The agent index ``--pick NAME [--seed S]`` names in a sweep run (``seed`` within the
+    combination; default its best); ``seed`` as given for a run without a sweep."""
+    from fxrl.run import checkpoint, sweep
+    from fxrl.run.config_io import read_run_config
+
+    info = read_run_config(run_dir)
+    if pick is None:
+        if info["sweep"]:
+            raise CliError(
+                f"{run_dir} is a sweep of {info['num_seeds'] // info['seeds']} combinations; "
+                "choose one with --pick NAME (e.g. --pick best, or --pick "
+                f"{sweep.combination_names(info['sweep'])[0]})."
+            )
+        return seed
+    ckpts = Path(run_dir) / "checkpoints"
+    path = ckpts / f"{checkpoint_name}.safetensors"
+    meta = checkpoint.read_meta(path if path.exists() else ckpts / "latest.safetensors")
+    combination = sweep.pick(info, meta, pick)
+    if seed is None:
+        return sweep.best_agent(info, meta, combination)
+    if not 0 <= seed < info["seeds"]:
+        raise CliError(f"--seed {seed} out of range; each combination has {info['seeds']} seeds.")
+    return sweep.agents(info, combination)[seed]
 
 
 def _export(argv: list[str]) -> int:
@@ -183,8 +219,11 @@ def _export(argv: list[str]) -> int:
     )
     p.add_argument("--checkpoint", default="best", help="best (default), latest or previous")
     p.add_argument("--seed", type=int, default=None, help="agent (default: best return)")
+    p.add_argument("--pick", default=None, metavar="NAME",
+                   help="a sweep run's combination: lr=3e-4,ent_coef=0.01, or best")  # fmt: skip
     a = p.parse_args(argv)
     _threads(None)
+    a.seed = _picked_agent(a.dir, a.pick, a.checkpoint, a.seed)  # a sweep's agent
     if a.format == "web":  # a static site: policy and env in onnxruntime-web (fxrl.web)
         from fxrl.web import export_site
 
@@ -207,8 +246,22 @@ def _plot(argv: list[str]) -> int:
     p.add_argument("--metric", default="episode_return", help="metric per seed to plot")
     p.add_argument("--title", default=None, help="figure title")
     a = p.parse_args(argv)
+    if len(a.dirs) == 1 and _is_sweep(a.dirs[0]):  # one panel per combination
+        from fxrl.run.plots import plot_sweep
+
+        print(plot_sweep(a.dirs[0], a.out, metric=a.metric, title=a.title))
+        return 0
     print(plot_runs(a.dirs, a.out, metric=a.metric, title=a.title))
     return 0
+
+
+def _is_sweep(run_dir: str) -> bool:
+    import json
+
+    try:
+        return bool(json.loads((Path(run_dir) / "config.json").read_text()).get("sweep"))
+    except (OSError, ValueError):
+        return False
 
 
 def _demo(argv: list[str]) -> int:

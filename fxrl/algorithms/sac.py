@@ -36,7 +36,13 @@ from fxrl import buffers, distributions, envs, nn, objectives, optim, random, sp
 from fxrl.algorithms import core
 from fxrl.algorithms.core import Algorithm, check_config
 
-__all__ = ["Config", "TrainState", "make", "make_offpolicy", "train", "train_host"]
+__all__ = ["SWEEPABLE", "Config", "TrainState", "make", "make_offpolicy", "train", "train_host"]
+
+# Config fields that enter the update only as numbers (see ``core.batched``'s ``sweep``);
+# ``alpha_init`` is read by ``init``, so it is not among them.
+SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "gamma", "tau")
+# swept as float64: they meet float64 math (a schedule) or only tensors with dims
+SWEEP_FLOAT64 = ("actor_lr", "critic_lr", "alpha_lr")
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # the actor's log-std range (CleanRL's, SB3's is -20..2)
 
@@ -139,7 +145,7 @@ def twin_init(critic: nn.Model, key: Tensor) -> Any:
 
 def adam_parts(lrs: dict[str, float]) -> tuple[Callable, Callable]:
     """One Adam per top-level part of params: ``(init(params), step(grads, state, params))``."""
-    opts = {name: optim.adam(lr) for name, lr in lrs.items()}
+    opts = {name: core.adam(lr) for name, lr in lrs.items()}
 
     def init(params: dict) -> dict:
         return {name: opt.init(params[name]) for name, opt in opts.items()}
