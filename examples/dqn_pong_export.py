@@ -2,6 +2,7 @@
 
     python examples/dqn_pong_export.py                   # the tutorial's loop, as it stops
     python examples/dqn_pong_export.py --min-frames 8000 # also time the learning phase
+    python examples/dqn_pong_export.py --min-frames 8000 --save-params dqn.pt   # keep them
 
 The loop of TorchRL's "Exporting TorchRL modules" tutorial, piece for piece:
 ``GymEnv("ALE/Pong-v5")`` + ToTensorImage, Resize(84, nearest), GrayScale, StepCounter is
@@ -63,6 +64,7 @@ def main() -> None:
     parser.add_argument("--play-steps", type=int, default=500, help="ONNX agent steps on ALE")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--out", default=None, help="write the figures here as JSON")
+    parser.add_argument("--save-params", default=None, help="torch.save the trained params here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     init_random_frames, frames_per_batch, optim_steps, batch_size = 5000, 100, 10, 128
@@ -125,6 +127,8 @@ def main() -> None:
     export_seconds = time.perf_counter() - start
     played = play(load_onnx(onnx_path), params, args.play_steps, args.seed)
     print(f"exported to {onnx_path} in {export_seconds:.1f} s; {played}")
+    if args.save_params:  # for examples/quantize_pong.py and export_pong_policy.py --params
+        torch.save(params, args.save_params)
     if args.out:
         figures = {"frames": stats["frames"], "longest": longest, "rates": rate,
                    "timing": timing, "export_seconds": export_seconds, **played}  # fmt: skip

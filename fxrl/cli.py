@@ -5,6 +5,7 @@
     fxrl eval DIR --episodes 10 --gymnasium        # greedy returns, also in gymnasium's env
     fxrl eval DIR --video agent.mp4                # also a video of the greedy agent (.gif)
     fxrl export DIR --format onnx                  # DIR/policy.onnx, preprocessing included
+    fxrl export DIR --quantize int8                # int8 ONNX, calibrated on played frames
     fxrl export DIR --format web --out SITE        # a static page playing it in the browser
     fxrl plot DIR [DIR ...] --out compare.png      # overlay learning curves
     fxrl demo                                      # what `make demo` runs
@@ -209,6 +210,8 @@ def _picked_agent(run_dir: str, pick: str | None, checkpoint_name: str, seed: in
 
 
 def _export(argv: list[str]) -> int:
+    import json
+
     from fxrl.run.export_run import FORMATS, export_run
 
     p = _Parser(prog="fxrl export", description="Write a run's policy for deployment.")
@@ -221,10 +224,21 @@ def _export(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=None, help="agent (default: best return)")
     p.add_argument("--pick", default=None, metavar="NAME",
                    help="a sweep run's combination: lr=3e-4,ent_coef=0.01, or best")  # fmt: skip
+    p.add_argument(
+        "--quantize",
+        default=None,
+        help="int8: ONNX with int8 weights, calibrated on frames of the policy playing "
+        "the run's env (--format onnx only)",
+    )
     a = p.parse_args(argv)
     _threads(None)
     a.seed = _picked_agent(a.dir, a.pick, a.checkpoint, a.seed)  # a sweep's agent
     if a.format == "web":  # a static site: policy and env in onnxruntime-web (fxrl.web)
+        if a.quantize is not None:
+            raise CliError(
+                f"--quantize {a.quantize} needs --format onnx; the web page runs the "
+                "float32 policy (drop --quantize)."
+            )
         from fxrl.web import export_site
 
         site = export_site(
@@ -232,8 +246,23 @@ def _export(argv: list[str]) -> int:
         )
         print(f"{site}  (serve it: cd {site} && python -m http.server)")
         return 0
-    path = export_run(a.dir, a.format, out=a.out, checkpoint_name=a.checkpoint, seed=a.seed)
-    print(path)
+    path = export_run(
+        a.dir,
+        a.format,
+        out=a.out,
+        checkpoint_name=a.checkpoint,
+        seed=a.seed,
+        quantize=a.quantize,
+    )
+    if a.quantize is None:
+        print(path)
+        return 0
+    check = json.loads(path.with_name(path.name + ".json").read_text())["check"]
+    if "same_action" in check:
+        agree = f"greedy actions equal float32's on {check['same_action']:.1%}"
+    else:
+        agree = f"actions within {check['max_abs_diff']:.3g} of float32's"
+    print(f"{path}  ({a.quantize}: {agree} of {check['frames']} played frames)")
     return 0
 
 

@@ -3,6 +3,7 @@
     exported = export(policy, params, obs)            # torch.export, params baked in
     print(exported)                                   # the readable graph
     to_onnx(exported, "policy.onnx")                  # ONNX Runtime, no torch needed
+    to_onnx(exported, "int8.onnx", quantize="int8", calibration=frames)   # int8 weights
     to_aoti(exported, "policy.pt2")                   # AOTInductor (needs a C++ compiler)
     load_onnx("policy.onnx")(obs.numpy())             # == policy(params, obs)
 
@@ -30,13 +31,13 @@ import shutil
 import sys
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from fxrl import deploy, tree
+from fxrl import _quantize, deploy, tree
 from fxrl._export_binding import (
     Binding,
     ExportError,
@@ -52,7 +53,9 @@ from fxrl._export_binding import (
 from fxrl.deploy import BATCH, METADATA_KEY, OnnxPolicy, load_onnx
 
 __all__ = [
+    "AOTI_OPTIONS",
     "MODES",
+    "QUANTIZE",
     "AotiPolicy",
     "ExportError",
     "ExportedPolicy",
@@ -66,6 +69,7 @@ __all__ = [
 ]
 
 MODES = ("random", "mode", "mean")
+QUANTIZE = _quantize.QUANTIZE  # to_onnx(quantize=...)
 _SHAPES_LOG = "torch.fx.experimental.symbolic_shapes"
 _ONNX_LOG = "torch.onnx"
 
@@ -453,13 +457,37 @@ def _batch_dims(names: list[str], flat: list[torch.Tensor]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- ONNX
 
 
-def to_onnx(exported: ExportedPolicy, path: str | Path, *, optimize: bool = True) -> Path:
+def to_onnx(
+    exported: ExportedPolicy,
+    path: str | Path,
+    *,
+    optimize: bool = True,
+    quantize: str | None = None,
+    calibration: Iterable[Any] | None = None,
+) -> Path:
     """Write ``exported`` as an ONNX model (``torch.onnx.export(dynamo=True)``).
 
     The file carries fxrl's naming metadata, so ``load_onnx`` (torch-free, in
     ``fxrl/deploy.py``) takes the same arguments and returns the same structure.
+
+    Args:
+      exported: the result of ``export(fn, params, *example_inputs)``.
+      path: the ``.onnx`` file to write.
+      optimize: let the ONNX exporter fold constants and fuse ops.
+      quantize: ``None`` (float32) or ``"int8"``: static int8 quantization with ONNX
+        Runtime's tools (int8 weights per channel and uint8 activations for every Conv,
+        MatMul and Gemm; the rest, preprocessing included, stays float32).
+      calibration: with ``quantize``, the example inputs whose activation ranges set the
+        int8 scales: observations the policy really sees, e.g. a few hundred frames
+        recorded by playing it. Each entry is what the policy takes after ``params``: the
+        input itself for ``policy(params, obs)`` (with the exported shape: batched when
+        exported with a batch), a tuple of inputs for more.
+    Returns:
+      ``path``.
     """
     _require_exported("to_onnx", exported)
+    _quantize.check(quantize, calibration)
+    feeds = _quantize.feeds(exported, calibration) if quantize else None
     path = Path(path)
     # Quiet: "torchvision is not installed" notices, progress lines, deprecation warnings.
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _quiet(_ONNX_LOG):
@@ -475,7 +503,18 @@ def to_onnx(exported: ExportedPolicy, path: str | Path, *, optimize: bool = True
         )
     _name_batch_dim(program.model)
     program.model.metadata_props[METADATA_KEY] = json.dumps(exported.meta)
-    program.save(str(path))
+    if feeds is None:
+        program.save(str(path))
+        return path
+    fp32 = path.with_name(path.name + ".fp32.tmp")
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        program.save(str(fp32))
+        _quantize.quantize_file(fp32, tmp, feeds, exported.meta, METADATA_KEY)
+        tmp.replace(path)
+    finally:
+        fp32.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -527,20 +566,38 @@ def _find_cxx() -> str:
     )
 
 
-def to_aoti(exported: ExportedPolicy, path: str | Path) -> Path:
+# Inductor settings to_aoti compiles with unless told otherwise (measured in
+# bench/export_bench.py; docs/concepts/exporting.md has the table).
+AOTI_OPTIONS: dict[str, Any] = {}
+
+
+def to_aoti(
+    exported: ExportedPolicy, path: str | Path, *, options: Mapping[str, Any] | None = None
+) -> Path:
     """Compile ``exported`` ahead of time with AOTInductor into a ``.pt2`` package.
 
     Needs a C++ compiler now (not when loading). Load with ``load_aoti(path)``.
+
+    Args:
+      exported: the result of ``export(fn, params, *example_inputs)``.
+      path: the ``.pt2`` package to write.
+      options: inductor settings by their dotted names in ``torch._inductor.config``
+        (``{"freezing": True, "max_autotune": True, "aot_inductor.<name>": ...}``), over
+        ``AOTI_OPTIONS``, fxrl's defaults.
+    Returns:
+      ``path``.
     """
     _require_exported("to_aoti", exported)
+    configs = {**AOTI_OPTIONS, **_check_aoti_options(options or {})}
     _find_cxx()
     path = Path(path)
+    configs["aot_inductor.metadata"] = {METADATA_KEY: json.dumps(exported.meta)}
     try:
-        torch._inductor.aoti_compile_and_package(
-            exported.program,
-            package_path=str(path),
-            inductor_configs={"aot_inductor.metadata": {METADATA_KEY: json.dumps(exported.meta)}},
-        )
+        # Grad mode off: inductor applies `freezing` only to inference graphs.
+        with torch.no_grad():
+            torch._inductor.aoti_compile_and_package(
+                exported.program, package_path=str(path), inductor_configs=configs
+            )
     except Exception as e:
         if any(type(x).__name__ in ("InvalidCxxCompiler", "CppCompileError") for x in _chain(e)):
             raise RuntimeError(
@@ -550,6 +607,21 @@ def to_aoti(exported: ExportedPolicy, path: str | Path) -> Path:
             ) from e
         raise
     return path
+
+
+def _check_aoti_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    from torch._inductor import config
+
+    known = config.get_config_copy()
+    for name in options:
+        if name not in known or name == "aot_inductor.metadata":
+            close = difflib.get_close_matches(str(name), list(known), 1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(
+                f"to_aoti: unknown option {name!r}; options are torch._inductor.config "
+                f"settings by dotted name, e.g. 'freezing' or 'aot_inductor.debug_compile'.{hint}"
+            )
+    return dict(options)
 
 
 def load_aoti(path: str | Path) -> AotiPolicy:

@@ -1,0 +1,168 @@
+"""int8 post-training quantization of an exported policy's ONNX file, for
+``fxrl.export.to_onnx(exported, path, quantize="int8", calibration=[...])``.
+
+ONNX Runtime's static quantization (``onnxruntime.quantization.quantize_static``): the
+weights of every Conv, MatMul and Gemm become int8 (per output channel) and their input
+activations uint8, with scales set from the ranges (min and max) the activations take on
+the calibration inputs, which should be observations the policy really sees (frames
+recorded by playing it). Everything else (the preprocessing of raw screens, argmax) stays
+float. The result is QDQ-format ONNX (QuantizeLinear/DequantizeLinear pairs around float
+ops), which ONNX Runtime's CPU provider fuses into its int8 kernels when the session
+loads it; bench/export_bench.py times it against the QOperator format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+QUANTIZE = ("int8",)
+OP_TYPES = ("Conv", "MatMul", "Gemm")
+FORMATS = ("qdq", "qoperator")
+FORMAT = "qdq"
+
+
+def check(quantize: Any, calibration: Any) -> None:
+    """Refuse an unknown ``quantize``, quantizing without calibration, and the reverse."""
+    if quantize is None:
+        if calibration is not None:
+            raise ValueError(
+                "to_onnx: calibration was given but quantize was not; pass quantize='int8' "
+                "to quantize with it, or drop calibration for a float32 file."
+            )
+        return
+    if quantize not in QUANTIZE:
+        close = difflib.get_close_matches(str(quantize), QUANTIZE, 1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"to_onnx: unknown quantize {quantize!r}; expected one of {list(QUANTIZE)} or "
+            f"None (float32).{hint}"
+        )
+    if calibration is None or isinstance(calibration, str | bytes) or _empty(calibration):
+        raise ValueError(
+            "to_onnx(quantize='int8') needs calibration: a list of example inputs the policy "
+            "really sees (e.g. a few hundred observations recorded by playing it), whose "
+            f"activation ranges set the int8 scales; got {_describe(calibration)}."
+        )
+
+
+def _empty(calibration: Any) -> bool:
+    try:
+        return len(calibration) == 0
+    except TypeError:
+        return False  # an iterator: checked when read
+
+
+def _describe(calibration: Any) -> str:
+    if calibration is None:
+        return "none"
+    try:
+        return f"{type(calibration).__name__} of length {len(calibration)}"
+    except TypeError:
+        return type(calibration).__name__
+
+
+def feeds(exported: Any, calibration: Any) -> list[dict[str, np.ndarray]]:
+    """``{input name: array}`` for each calibration entry, checked like a call.
+
+    With one argument (``policy(params, obs)``) an entry is that argument; with several,
+    a tuple of them in order (or a dict by argument or input name).
+    """
+    arg_names = [a["name"] for a in exported.meta["args"]]
+    out = []
+    for i, entry in enumerate(calibration):
+        if len(arg_names) == 1:
+            args, kwargs = (entry,), {}
+        elif isinstance(entry, Mapping):
+            args, kwargs = (), dict(entry)
+        elif isinstance(entry, tuple | list):
+            args, kwargs = tuple(entry), {}
+        else:
+            raise TypeError(
+                f"to_onnx: calibration[{i}] is a {type(entry).__name__}; the policy takes "
+                f"{len(arg_names)} arguments {arg_names}, so each entry is a tuple of them "
+                "(or a dict by name)."
+            )
+        try:
+            flat = exported.flat_inputs(args, kwargs)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"to_onnx: calibration[{i}]: {e}") from None
+        names = exported.input_names
+        out.append({n: x.detach().cpu().numpy() for n, x in zip(names, flat, strict=True)})
+    if not out:
+        raise ValueError("to_onnx(quantize='int8'): calibration held no inputs.")
+    return out
+
+
+class _Reader:
+    """onnxruntime's CalibrationDataReader over a list of feeds."""
+
+    def __init__(self, items: Sequence[dict[str, np.ndarray]]) -> None:
+        self.items, self.i = items, 0
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        if self.i >= len(self.items):
+            return None
+        self.i += 1
+        return self.items[self.i - 1]
+
+    def rewind(self) -> None:
+        self.i = 0
+
+
+@contextlib.contextmanager
+def _quiet_root() -> Iterator[None]:
+    """Hide the quantizer's root-logger notices ("consider pre-processing..."). A handler
+    is attached meanwhile so that ``logging.warning`` does not call ``basicConfig()``."""
+    root, handler = logging.getLogger(), logging.NullHandler()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.removeHandler(handler)
+
+
+def quantize_file(
+    source: Path,
+    dest: Path,
+    items: Sequence[dict[str, np.ndarray]],
+    meta: dict[str, Any],
+    metadata_key: str,
+    fmt: str = FORMAT,
+) -> None:
+    """Write ``source`` (float32 ONNX) quantized to ``dest``, with ``meta`` as its fxrl
+    metadata (``"quantize": "int8"`` added)."""
+    import onnx
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    if fmt not in FORMATS:
+        raise ValueError(f"quantize: unknown format {fmt!r}; expected one of {list(FORMATS)}.")
+    with _quiet_root():
+        quantize_static(
+            str(source),
+            str(dest),
+            _Reader(items),
+            quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
+            op_types_to_quantize=list(OP_TYPES),
+            per_channel=True,
+            activation_type=QuantType.QUInt8,  # x86: u8 activations x s8 weights (VNNI)
+            weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,
+        )
+    model = onnx.load(str(dest))
+    props = {p.key: p.value for p in model.metadata_props}
+    props[metadata_key] = json.dumps({**meta, "quantize": "int8", "quantize_format": fmt})
+    del model.metadata_props[:]
+    for key, value in props.items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, str(dest))

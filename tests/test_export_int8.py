@@ -1,0 +1,146 @@
+"""int8 ONNX export: ``to_onnx(..., quantize="int8", calibration=...)`` and ``fxrl export
+RUN --quantize int8``. The quantized file holds int8 weights, runs in ONNX Runtime with the
+float32 file's calling convention, and picks the float32 policy's actions; bad requests get
+one-line errors. (The Pong figures, a trained DQN over whole episodes, are a recorded script
+result: examples/quantize_pong.py -> docs/results/pong_int8.json.)"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from fxrl import nn, random
+from fxrl.algorithms import ppo
+from fxrl.cli import main
+from fxrl.export import export, load_onnx, to_onnx
+from fxrl.run.evaluate import load_run, seed_params
+from fxrl.run.export_run import record_inputs
+from fxrl.run.loop import train
+
+pytest.importorskip("onnxruntime.quantization")
+
+# A small conv Q-network on 3-channel 16x16 images: the Atari policy's shape, in miniature.
+CONV = nn.conv2d(3, 8, 3, stride=2)
+HEAD = nn.mlp(8 * 7 * 7, 4, hidden=(32,))
+
+
+def conv_q(params, images):
+    """images uint8 [B, 16, 16, 3] -> Q-values [B, 4] (pixels / 255, conv, relu, MLP)."""
+    x = images.movedim(-1, -3).float() / 255
+    h = torch.relu(CONV.apply(params["conv"], x)).flatten(-3)
+    return HEAD.apply(params["head"], h)
+
+
+def _images(key, n):
+    return random.randint(key, (n, 16, 16, 3), 0, 256).to(torch.uint8)
+
+
+@pytest.fixture(scope="module")
+def conv(tmp_path_factory):
+    params = {"conv": CONV.init(random.key(0)), "head": HEAD.init(random.key(1))}
+    exported = export(conv_q, params, _images(random.key(2), 4), dynamic_batch=True)
+    calibration = [_images(random.key(10 + i), 32) for i in range(8)]
+    path = tmp_path_factory.mktemp("int8") / "conv.onnx"
+    to_onnx(exported, path, quantize="int8", calibration=calibration)
+    return params, exported, path
+
+
+def _initializer_dtypes(path):
+    model = onnx.load(str(path))
+    return {i.name: i.data_type for i in model.graph.initializer}, model
+
+
+def test_the_int8_file_holds_int8_weights_and_says_so_in_its_metadata(conv):
+    _, exported, path = conv
+    dtypes, model = _initializer_dtypes(path)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("Conv") == 1 and "DequantizeLinear" in ops and "QuantizeLinear" in ops
+    weights = [n.input[0] for n in model.graph.node if n.op_type == "DequantizeLinear"]
+    int8_weights = [w for w in weights if dtypes.get(w) == onnx.TensorProto.INT8]
+    assert len(int8_weights) == 3  # the conv's and both dense layers' weights
+    meta = json.loads({p.key: p.value for p in model.metadata_props}["fxrl"])
+    assert meta["quantize"] == "int8" and meta["inputs"] == exported.meta["inputs"]
+
+
+def test_int8_q_values_are_close_and_clear_decisions_agree(conv):
+    params, _, path = conv
+    policy = load_onnx(path, threads=1)
+    for batch in (1, 64):  # the dynamic batch dim survives quantization
+        images = _images(random.key(100 + batch), batch)
+        want = conv_q(params, images).detach().numpy()
+        got = policy(images.numpy())
+        assert got.shape == want.shape and got.dtype == np.float32
+        # 8-bit steps, not a wrong graph: small on average (a rare clipped activation, one
+        # outside the calibration's range, errs more) and the same ordering of outputs.
+        spread = want.max() - want.min()
+        assert np.abs(got - want).mean() < 0.01 * spread
+        if batch > 1:
+            assert np.corrcoef(got.ravel(), want.ravel())[0, 1] > 0.999
+        err = np.abs(got - want).max()
+        top2 = np.sort(want, -1)[:, -2:]
+        clear = top2[:, 1] - top2[:, 0] > 2 * err  # the int8 error cannot flip these
+        assert (got.argmax(-1) == want.argmax(-1))[clear].all()
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("int8_run") / "cartpole"
+    train("ppo", ppo.Config(env="CartPole-v1", total_steps=1024), run, num_seeds=1, quiet=True)
+    return run
+
+
+def test_the_cli_int8_export_plays_the_float32_actions(cartpole_run, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", str(cartpole_run), "--quantize", "int8"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    path = cartpole_run / "policy.onnx"
+    assert out.startswith(str(path)) and "int8: greedy actions equal float32's on" in out
+    record = json.loads((cartpole_run / "policy.onnx.json").read_text())
+    assert record["quantize"] == "int8" and record["calibration_frames"] == 2048
+    dtypes, _ = _initializer_dtypes(path)
+    assert onnx.TensorProto.INT8 in dtypes.values()
+    # Independently of the record: frames of the torch policy playing from another key.
+    _, algo, state, _ = load_run(cartpole_run, record["checkpoint"])
+    params = seed_params(state, record["seed"])
+    frames = torch.cat([obs for (obs,) in record_inputs(algo, params, random.key(7), 8, 64)])
+    want = algo.policy(params, frames, mode="mode")
+    got = load_onnx(path)(frames.numpy())
+    assert (got == want.numpy()).mean() >= 0.99
+
+
+def test_quantize_without_calibration_or_an_unknown_kind_is_a_clear_error(conv, tmp_path):
+    _, exported, _ = conv
+    frames = [_images(random.key(3), 4)]
+    with pytest.raises(ValueError, match=r"quantize='int8'\) needs calibration.*got none"):
+        to_onnx(exported, tmp_path / "a.onnx", quantize="int8")
+    with pytest.raises(ValueError, match=r"needs calibration.*got list of length 0"):
+        to_onnx(exported, tmp_path / "a.onnx", quantize="int8", calibration=[])
+    with pytest.raises(ValueError, match=r"unknown quantize 'int4'; expected one of \['int8'\]"):
+        to_onnx(exported, tmp_path / "a.onnx", quantize="int4", calibration=frames)
+    with pytest.raises(ValueError, match="calibration was given but quantize was not"):
+        to_onnx(exported, tmp_path / "a.onnx", calibration=frames)
+    bad = [frames[0], _images(random.key(4), 4)[..., :2]]
+    with pytest.raises(ValueError, match=r"calibration\[1\]: input 'images' has shape"):
+        to_onnx(exported, tmp_path / "a.onnx", quantize="int8", calibration=bad)
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--format", "pt2", "--quantize", "int8"], "--format pt2 cannot be quantized"),
+        (["--format", "web", "--quantize", "int8"], "--quantize int8 needs --format onnx"),
+        (["--quantize", "int4"], "unknown --quantize 'int4'"),
+    ],
+)
+def test_the_cli_refuses_quantizing_what_it_cannot_in_one_line(cartpole_run, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", str(cartpole_run), *args])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
