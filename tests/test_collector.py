@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from fxrl import envs, random, specs, tree
+from fxrl import envs, exploration, nn, random, specs, tree
 from fxrl.collector import collector
+from fxrl.testing import assert_trees_close
 
 
 def _random_policy(params, obs, key):
@@ -161,3 +162,150 @@ def test_the_collector_is_also_fxrl_rollout_collector():
     import fxrl.rollout
 
     assert fxrl.rollout.collector is fxrl.collector.collector
+
+
+# ------------------------------------------------------------------ policy state
+
+
+def _recurrent_policy(core, greedy=False):
+    """``policy(params, obs, carry, is_init, key) -> ((action, extras), carry)``: a
+    recurrent core reset by ``is_init``, a linear head; greedy or sampled."""
+    head = nn.linear(8, 2)
+
+    def init(key):
+        k_core, k_head = random.split(key).unbind(0)
+        return {"core": core.init(k_core), "head": head.init(k_head)}
+
+    def policy(params, obs, carry, is_init, key):
+        y, carry = core.step(params["core"], obs, carry, is_init)
+        logits = head.apply(params["head"], y)
+        action = logits.argmax(-1) if greedy else random.categorical(key, logits)
+        return (action, {"logits": logits}), carry
+
+    return init, policy
+
+
+def test_recurrent_carries_on_a_host_env_follow_the_pure_updates_reset_rule():
+    # recurrent_ppo's pure update: is_init is True at the start, then the previous step's
+    # done; the cell resets the carry where it is set. An LSTM (its carry is a 2-tuple).
+    n, t_len = 3, 40
+    core = nn.lstm(4, 8)
+    init, policy = _recurrent_policy(core)
+    params = init(random.key(0))
+    with envs.gym("CartPole-v1", num_envs=n) as env:
+        c = collector(env, policy, params, random.key(1), n * t_len, flat=False,
+                      policy_state=core.initial_carry((n,)))  # fmt: skip
+        b = tree.concat([next(c)[0], next(c)[0]])  # two batches: the carry goes across
+    carry, is_init = core.initial_carry((n,)), torch.ones(n, dtype=torch.bool)
+    for t in range(2 * t_len):
+        assert torch.equal(b["is_init"][t], is_init), t
+        assert_trees_close(tree.index(b["policy_state"], t), carry)
+        _, carry = core.step(params["core"], b["obs"][t], carry, is_init)
+        assert_trees_close(tree.index(b["next_policy_state"], t), carry)
+        # where an episode starts, the carry before does not matter: as from zeros
+        _, fresh = core.step(params["core"], b["obs"][t], core.initial_carry((n,)))
+        assert_trees_close(tree.where(is_init, fresh, carry), carry)
+        is_init = b["terminated"][t] | b["truncated"][t]
+    assert int(b["is_init"][1:].sum()) >= 4  # episodes ended mid-batch: resets were used
+    assert b["extras"]["logits"].shape == (2 * t_len, n, 2)
+    assert_trees_close(c.policy_state, carry)
+    assert torch.equal(c.is_init, is_init)
+
+
+CARTPOLE_FIELDS = ("x", "x_dot", "theta", "theta_dot")
+
+
+@pytest.mark.parametrize(("seed", "starts"), [(2, 4), (6, 20)])  # long episodes; many
+def test_recurrent_carries_on_gymnasium_cartpole_equal_the_pure_twins_where_the_envs_agree(
+    seed, starts
+):
+    # The pure path: fxrl's CartPole (float64) stepped by hand with the same greedy GRU
+    # policy, is_init = the previous step's done. Gymnasium's resets draw from its own
+    # RNG, so each episode of the twin starts from gymnasium's first observation; within
+    # an episode the two envs agree, and so must actions, dones and carries.
+    from fxrl.envs.cartpole import CartPole
+
+    n, t_len = 2, 120
+    core = nn.gru(4, 8)
+    init, policy = _recurrent_policy(core, greedy=True)
+    params = init(random.key(seed))
+    with envs.gym("CartPole-v1", num_envs=n) as env:
+        c = collector(env, policy, params, random.key(3), n * t_len, flat=False,
+                      policy_state=core.initial_carry((n,)))  # fmt: skip
+        b, _ = next(c)
+    twin = CartPole(torch.float64)
+    state, _ = twin.reset(random.split(random.key(0), n))
+    carry, is_init = core.initial_carry((n,)), torch.ones(n, dtype=torch.bool)
+    for t in range(t_len):
+        start = {f: torch.where(is_init, b["obs"][t, :, j].double(), getattr(state, f))
+                 for j, f in enumerate(CARTPOLE_FIELDS)}  # fmt: skip
+        state = state.replace(**start)
+        obs = twin.observe(state).float()
+        torch.testing.assert_close(obs, b["obs"][t], rtol=0, atol=1e-5)
+        (action, _), new_carry = policy(params, obs, carry, is_init, None)
+        assert torch.equal(b["is_init"][t], is_init), t
+        assert_trees_close(b["policy_state"][t], carry, rtol=0, atol=1e-5)
+        assert_trees_close(b["next_policy_state"][t], new_carry, rtol=0, atol=1e-5)
+        assert torch.equal(b["action"][t], action), t
+        state, ts = twin.step(state, action)
+        assert torch.equal(ts.terminated, b["terminated"][t]), t
+        carry, is_init = new_carry, ts.terminated | b["truncated"][t]
+    assert int(b["is_init"].sum()) >= starts  # episodes that began in the batch
+
+
+def _ou_policy(spec, n, theta=0.2, sigma=0.5):
+    """OU noise around a zero action, reset where ``is_init``; the step's key in extras."""
+
+    def policy(params, obs, noise, is_init, key):
+        action, noise = exploration.ornstein_uhlenbeck(
+            key, torch.zeros(n, 1), noise, spec, is_init=is_init, theta=theta, sigma=sigma, dt=1.0
+        )
+        return (action, {"key": key.expand(n, 2)}), noise
+
+    return policy
+
+
+def test_ou_noise_on_a_host_env_equals_td3s_pure_rule_and_moves_on_in_random_frames():
+    # td3's pure update draws OU noise without is_init and zeroes it where an episode
+    # ended; the collector's policy resets it with is_init instead: the same noise.
+    n, t_len = 2, 30
+    with envs.gym("Pendulum-v1", num_envs=n, max_episode_steps=7) as env:
+        spec = env.action_spec
+        c = collector(env, _ou_policy(spec, n), None, random.key(4), n * t_len, flat=False,
+                      init_random_frames=n * t_len,
+                      policy_state=exploration.ou_init(spec, (n,)))  # fmt: skip
+        (b0, s0), (b1, s1) = next(c), next(c)
+    assert s0["random"] and not s1["random"]
+    # the random batch: spec actions, yet the noise moves on step by step and restarts
+    assert "extras" not in b0 and (b0["action"].abs() > 0.5).any()
+    moved = b0["next_policy_state"].noise
+    assert torch.equal(b0["policy_state"].noise[1:], moved[:-1])
+    assert (moved != 0).all()
+    assert torch.equal(b0["is_init"][1:], (b0["truncated"] | b0["terminated"])[:-1])
+    # the policy's batch against td3's rule, from the noise the random batch left
+    done = b0["truncated"][-1] | b0["terminated"][-1]
+    x = exploration.OUState(torch.where(done[:, None], 0.0, moved[-1]))
+    for t in range(t_len):
+        key = b1["extras"]["key"][t, 0]
+        action, x = exploration.ornstein_uhlenbeck(
+            key, torch.zeros(n, 1), x, spec, theta=0.2, sigma=0.5, dt=1.0
+        )
+        assert torch.equal(b1["next_policy_state"].noise[t], x.noise), t
+        assert torch.equal(b1["action"][t], action), t
+        done = b1["terminated"][t] | b1["truncated"][t]
+        x = tree.where(done, tree.map(torch.zeros_like, x), x)  # td3's pure update
+    assert int(b1["is_init"].sum()) >= 2 * n  # restarts at steps 7, 14, ... of each env
+
+
+def test_policy_state_errors_name_the_expected_shape_and_return_value():
+    env = envs.batch(envs.make("CartPole-v1"), 3)
+    match = r"policy_state has a leaf \[2, 8\]; expected tensors \[3, \.\.\.\]"
+    with pytest.raises(ValueError, match=match):
+        collector(env, _random_policy, None, random.key(0), 30, policy_state=torch.zeros(2, 8))
+
+    def forgets_the_state(params, obs, state, is_init, key):
+        return _random_policy(params, obs, key)
+
+    c = collector(env, forgets_the_state, None, random.key(0), 30, policy_state=torch.zeros(3, 8))
+    with pytest.raises(TypeError, match=r"must return \(action, policy_state\)"):
+        next(c)

@@ -197,7 +197,7 @@ def make_offpolicy(
         ``buffers.sample``'s emptiness check reads the buffer size as a Python int).
     Returns:
       ``update(state) -> (state, metrics)`` with ``update.staged(num_seeds, compile)``
-      and ``update.learn`` (the ``learn`` piece, which ``train_host`` drives).
+      and ``update.learn``, ``update.act`` (the pieces ``train_host`` drives).
     """
     steps_per_update = config.num_envs * config.rollout_steps
 
@@ -277,6 +277,7 @@ def make_offpolicy(
     update = build(identity, identity, scan_loop)
     update.staged = staged  # type: ignore[attr-defined]
     update.learn = learn  # type: ignore[attr-defined]  # the gradient half, for train_host
+    update.act = act  # type: ignore[attr-defined]  # acting with a noise state, for train_host
     return update
 
 
@@ -393,7 +394,9 @@ def train_host(
 
     A host env cannot live in the pure TrainState, so the collect half is
     ``fxrl.collector`` (uniform random actions for the first ``learning_starts`` frames,
-    then ``algo.policy(params, obs, key, mode="random")``) and the learn half is the very
+    then ``algo.policy(params, obs, key, mode="random")``; TD3 with ``noise_type="ou"``:
+    the update's own acting step, its noise state carried by the collector and restarted
+    with each episode) and the learn half is the very
     ``learn`` step ``algo.update`` takes: per batch of ``num_envs * rollout_steps``
     frames, ``gradient_steps`` steps on batches drawn uniformly from the replay buffer.
 
@@ -421,20 +424,16 @@ def train_host(
             f"train_host: env has batch shape {tuple(env.batch_shape)}; the config expects "
             f"({config.num_envs},). Use fxrl.envs.gym({config.env!r}, num_envs={config.num_envs})."
         )
-    if getattr(config, "noise_type", "gaussian") != "gaussian":
-        raise ValueError(
-            f"train_host: noise_type={config.noise_type!r} keeps a noise state per env, which "
-            "fxrl.collector's stateless policies cannot carry; use noise_type='gaussian' on "
-            "host envs, or the pure env (td3.train) for Ornstein-Uhlenbeck noise."
-        )
     total = config.total_steps if total_steps is None else total_steps
     k_init, k_collect, k_learn = random.split(key, 3).unbind(-2)
     state = algo.init(k_init)
     learner = (state.params, state.target_params, state.opt_state, state.gradient_steps)
     buffer = state.buffer
+    ou = getattr(config, "noise_type", "gaussian") == "ou"  # a noise state per env
     batches = collector(
-        env, lambda p, obs, k: algo.policy(p, obs, k, mode="random"), lambda: learner[0],
-        k_collect, config.num_envs * config.rollout_steps, total, config.learning_starts,
+        env, _host_policy(algo, ou), lambda: learner[0], k_collect,
+        config.num_envs * config.rollout_steps, total, config.learning_starts,
+        policy_state=state.noise if ou else None,
     )  # fmt: skip
     fields = ("obs", "action", "reward", "next_obs", "terminated")
     history = []
@@ -458,4 +457,23 @@ def train_host(
     steps = torch.tensor(batches.frames)
     state = state.replace(params=params, target_params=target, opt_state=opt_state,
                           buffer=buffer, steps=steps, gradient_steps=count)  # fmt: skip
+    if ou:  # the noise as the pure update leaves it: zero where an episode just ended
+        noise = batches.policy_state
+        state = state.replace(noise=tree.where(batches.is_init, tree.map(torch.zeros_like, noise),
+                                               noise))  # fmt: skip
     return state, history
+
+
+def _host_policy(algo: Algorithm, ou: bool) -> Callable[..., Any]:
+    """``train_host``'s acting policy: ``algo.policy``'s random mode, or with ``ou`` the
+    update's own ``act`` with the noise state the collector carries, restarted at 0 where
+    ``is_init`` marks an episode's first step (the pure update zeroes it where one ended)."""
+    if not ou:
+        return lambda p, obs, k: algo.policy(p, obs, k, mode="random")
+    act, off = algo.update.act, torch.tensor(False)  # type: ignore[attr-defined]
+
+    def policy(p: Any, obs: Tensor, noise: Any, is_init: Tensor, k: Tensor) -> tuple:
+        noise = tree.where(is_init, tree.map(torch.zeros_like, noise), noise)
+        return act(p, obs, k, off, noise)
+
+    return policy

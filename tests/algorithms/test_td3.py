@@ -209,12 +209,35 @@ def test_ou_noise_lives_in_the_state_follows_its_recursion_and_restarts_each_epi
     assert float(eps.std()) == pytest.approx(1.0, abs=0.08)
 
 
-def test_train_host_refuses_ou_noise_it_cannot_carry():
+def test_train_host_carries_ou_noise_through_the_collector_and_restarts_it_each_episode():
     from fxrl import envs
 
-    algo = td3.make(td3.Config(**SMALL, noise_type="ou"))
-    with pytest.raises(ValueError, match=r"train_host: noise_type='ou'.*noise_type='gaussian'"):
-        td3.train_host(algo, envs.gym("Pendulum-v1", num_envs=2), random.key(0))
+    # One batch of 100 steps per env, acted on by the fresh actor (learning follows the
+    # batch): the noise is the action minus the actor's, in half-widths (2)
+    theta, sigma, n, steps = 0.1, 0.1, 2, 100
+    config = td3.Config(num_envs=n, rollout_steps=steps, gradient_steps=1, buffer_size=256,
+                        batch_size=8, learning_starts=0, hidden=(16, 16), noise_type="ou",
+                        ou_theta=theta, exploration_noise=sigma, total_steps=n * steps)  # fmt: skip
+    algo, key = td3.make(config), random.key(5)
+    fresh = algo.init(random.split(key, 3)[0])
+    with envs.gym("Pendulum-v1", num_envs=n, max_episode_steps=25) as env:
+        state, _ = td3.train_host(algo, env, key)
+    obs = state.buffer.storage["obs"][: n * steps].reshape(steps, n, 3)
+    action = state.buffer.storage["action"][: n * steps].reshape(steps, n, 1)
+    with torch.no_grad():
+        x = (action - algo.policy(fresh.params, obs)) / 2.0
+    starts = (torch.arange(steps) % 25 == 0)[:, None, None]  # episodes of 25 steps
+    before = torch.where(starts, 0.0, torch.cat([torch.zeros(1, n, 1), x[:-1]]))
+    eps = (x - (1 - theta) * before) / sigma  # the innovations, if restarted at 0
+    inside = action.abs() < 2.0  # not clipped by the Box
+    inside[1:] &= inside[:-1].clone()
+    assert int(inside.sum()) > 180
+    assert float(eps[inside].mean()) == pytest.approx(0.0, abs=0.25)
+    assert float(eps[inside].std()) == pytest.approx(1.0, abs=0.2)
+    # without the restarts, x at an episode's start would hold the old episode's noise
+    # (stationary std 0.1 / sqrt(0.1 * 1.9) = 2.3 sigma): here it is one innovation
+    assert float(eps[starts.expand_as(eps) & inside].square().mean()) < 3.0
+    assert torch.equal(state.noise.noise, torch.zeros(n, 1))  # the last step ended episodes
 
 
 @pytest.mark.slow
