@@ -1,11 +1,14 @@
-"""Pieces every benchmark here shares: the CPU's name for the JSON header, and timing of
-several contenders in alternating rounds (so drift on a shared machine hits all alike)."""
+"""Pieces every benchmark here shares: the CPU's name for the JSON header, one way of
+timing contenders (``measure``: alternating rounds, so drift on a shared machine hits all
+alike), and the torch networks the peers run (``torch_mlp``, ``nature_dqn``) with the
+fxrl params that hold the same weights (``mlp_params``, ``nature_dqn_params``)."""
 
 from __future__ import annotations
 
+import itertools
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -23,25 +26,104 @@ def cpu_model() -> str:
 
 
 def measure(
-    runs: dict[str, Callable[[], object]], iters: int, repeats: int
+    runs: dict[str, Callable[[], object]],
+    iters: int | None,
+    repeats: int,
+    *,
+    target_s: float = 0.05,
+    warmup: bool = True,
+    self_timed: bool = False,
 ) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Milliseconds per call of each run, one entry per round (the order alternates), and
-    each run's first call in seconds (the compile time for compiled runs)."""
+    """Milliseconds per call of each run, one entry per round, and each run's first call
+    in seconds (the compile time of a compiled run).
+
+    Args:
+      runs: ``{name: run}``, each called with no arguments.
+      iters: calls per round; ``None`` sizes each run to about ``target_s`` per round
+        from one call after warm-up.
+      repeats: rounds; the order of the runs reverses from one round to the next.
+      warmup: call each run twice before timing (the first call's seconds are returned);
+        ``False`` for runs that are long or warm already (no first-call times then).
+      self_timed: each run returns the seconds of the part of its call to time (its
+        setup left out) instead of being timed whole.
+    """
     first: dict[str, float] = {}
-    for name, run in runs.items():
-        start = time.perf_counter()
-        run()
-        first[name] = time.perf_counter() - start
-        run()
+    if warmup:
+        for name, run in runs.items():
+            first[name] = _seconds(run, self_timed)
+            run()
+    counts = {name: iters or max(1, int(target_s / max(_seconds(run, self_timed), 1e-7)))
+              for name, run in runs.items()}  # fmt: skip
     times: dict[str, list[float]] = {name: [] for name in runs}
     names = list(runs)
     for r in range(repeats):
         for name in names if r % 2 == 0 else names[::-1]:
-            start = time.perf_counter()
-            for _ in range(iters):
-                runs[name]()
-            times[name].append((time.perf_counter() - start) / iters * 1e3)
+            times[name].append(_round_ms(runs[name], counts[name], self_timed))
     return times, first
+
+
+def _round_ms(run: Callable[[], object], n: int, self_timed: bool) -> float:
+    """Milliseconds per call over ``n`` calls in a row: the wall time of the whole loop, or
+    the sum of what the calls report when they time themselves."""
+    if self_timed:
+        return sum(float(run()) for _ in range(n)) / n * 1e3  # type: ignore[arg-type]
+    start = time.perf_counter()
+    for _ in range(n):
+        run()
+    return (time.perf_counter() - start) / n * 1e3
+
+
+def _seconds(run: Callable[[], object], self_timed: bool) -> float:
+    start = time.perf_counter()
+    out = run()
+    return float(out) if self_timed else time.perf_counter() - start  # type: ignore[arg-type]
+
+
+def torch_mlp(
+    sizes: Sequence[int], activation: type[torch.nn.Module] = torch.nn.ReLU
+) -> torch.nn.Sequential:
+    """``Linear(sizes[0], sizes[1]), activation, ..., Linear(sizes[-2], sizes[-1])``: the
+    torch peer of ``fxrl.nn.mlp`` (no activation after the last layer)."""
+    layers: list[torch.nn.Module] = []
+    for n_in, n_out in itertools.pairwise(sizes):
+        layers += [torch.nn.Linear(n_in, n_out), activation()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
+def layer_params(module: torch.nn.Module, kind: type[torch.nn.Module]) -> list[dict]:
+    """``[{"w", "b"}, ...]``: copies of the weights of ``module``'s ``kind`` layers in order."""
+    return [{"w": m.weight.detach().clone(), "b": m.bias.detach().clone()}
+            for m in module.modules() if isinstance(m, kind)]  # fmt: skip
+
+
+def mlp_params(module: torch.nn.Module) -> dict:
+    """The ``fxrl.nn.mlp`` params holding a torch MLP's weights (``{"layers": [...]}``)."""
+    return {"layers": layer_params(module, torch.nn.Linear)}
+
+
+class Scale(torch.nn.Module):
+    """uint8 pixels to floats in [0, 1], the first step of a network fed raw frames."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.float() / 255.0
+
+
+def nature_dqn(num_actions: int, pixels: bool = False) -> torch.nn.Sequential:
+    """Mnih et al. (2015)'s network on [B, 4, 84, 84] frames: three convolutions, then 512
+    hidden units; ``pixels=True`` takes uint8 frames and scales them to [0, 1] first."""
+    return torch.nn.Sequential(
+        *([Scale()] if pixels else []),
+        torch.nn.Conv2d(4, 32, 8, 4), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 4, 2), torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 64, 3, 1), torch.nn.ReLU(), torch.nn.Flatten(-3),
+        torch.nn.Linear(3136, 512), torch.nn.ReLU(), torch.nn.Linear(512, num_actions),
+    )  # fmt: skip
+
+
+def nature_dqn_params(module: torch.nn.Module) -> dict:
+    """The ``fxrl.nn.atari_dqn`` params holding ``nature_dqn``'s weights."""
+    return {"conv": {"layers": layer_params(module, torch.nn.Conv2d)},
+            "head": {"layers": layer_params(module, torch.nn.Linear)}}  # fmt: skip
 
 
 class Concat(torch.nn.Module):

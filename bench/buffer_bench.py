@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from _common import cpu_model  # bench/_common.py
+from _common import cpu_model, measure  # bench/_common.py
 
 from fxrl import buffers, random
 
@@ -42,15 +42,8 @@ FRAME = (4, 84, 84)
 
 def compare(ours: Callable[[], object], peer: Callable[[], object], iters: int, repeats: int):
     """Alternating rounds of ``iters`` calls each; ms per call for both."""
-    ours(), peer()  # warm up
-    a, b = [], []
-    for _ in range(repeats):
-        for fn, out in ((ours, a), (peer, b)):
-            start = time.perf_counter()
-            for _ in range(iters):
-                fn()
-            out.append((time.perf_counter() - start) / iters * 1e3)
-    return a, b
+    times, _ = measure({"ours": ours, "peer": peer}, iters, repeats)
+    return times["ours"], times["peer"]
 
 
 def row(case: str, op: str, a: list[float], b: list[float], peer: str, **extra) -> None:

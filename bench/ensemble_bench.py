@@ -25,10 +25,16 @@ import itertools
 import json
 import os
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
+from _common import (
+    measure,
+    mlp_params,
+    nature_dqn,
+    nature_dqn_params,
+    torch_mlp,
+)  # bench/_common.py
 
 from fxrl import nn, optim, random, tree
 
@@ -40,33 +46,10 @@ def q_loss(q: torch.Tensor, action: torch.Tensor, target: torch.Tensor) -> torch
     return (q_taken - target).square().mean()
 
 
-def timed(step: Callable[[], None], iters: int, rounds: int) -> float:
-    """Median over ``rounds`` of the mean milliseconds per call over ``iters`` calls."""
-    step()  # warm up (allocator, vmap plans)
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(iters):
-            step()
-        times.append((time.perf_counter() - start) / iters * 1e3)
-    return statistics.median(times)
-
-
-def torch_mlp(hidden: tuple[int, ...]) -> torch.nn.Sequential:
-    sizes = [OBS, *hidden, ACTIONS]
-    layers: list[torch.nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(torch.nn.ReLU())
-    return torch.nn.Sequential(*layers)
-
-
-def linears_to_params(modules: list[torch.nn.Module]) -> dict:
-    linears = [m for m in modules if isinstance(m, torch.nn.Linear)]
-    return {
-        "layers": [{"w": m.weight.detach().clone(), "b": m.bias.detach().clone()} for m in linears]
-    }
+def medians(runs: dict[str, Callable[[], None]], iters: int, rounds: int) -> dict[str, float]:
+    """Median milliseconds per call of each run over alternating rounds."""
+    times, _ = measure(runs, iters, rounds)
+    return {name: statistics.median(ms) for name, ms in times.items()}
 
 
 def max_diff(a: object, b: object) -> float:
@@ -86,7 +69,7 @@ def ensemble_case(
     target = random.normal(k_tgt, (members, batch))
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        modules = [torch_mlp(hidden) for _ in range(members)]
+        modules = [torch_mlp([OBS, *hidden, ACTIONS]) for _ in range(members)]
 
     # fxrl: one vmapped call does every member's forward, backward and Adam step.
     model = nn.mlp(OBS, ACTIONS, hidden, "relu")
@@ -98,7 +81,7 @@ def ensemble_case(
         return optim.apply_updates(params, updates), opt_state
 
     fxrl_step = torch.func.vmap(member_step)
-    fx = {"params": tree.stack([linears_to_params(list(m)) for m in modules])}
+    fx = {"params": tree.stack([mlp_params(m) for m in modules])}
     fx["state"] = torch.func.vmap(opt.init)(fx["params"])
 
     def run_fxrl() -> None:
@@ -153,10 +136,7 @@ def ensemble_case(
     }
     diff = max(max_diff(fx_grads, loop_grads), max_diff(fx_grads, recipe_grads))
 
-    ms = {
-        name: timed(fn, iters, rounds)
-        for name, fn in (("fxrl", run_fxrl), ("loop", run_loop), ("recipe", run_recipe))
-    }
+    ms = medians({"fxrl": run_fxrl, "loop": run_loop, "recipe": run_recipe}, iters, rounds)
     sizes = [OBS, *hidden, ACTIONS]
     macs = sum(a * b for a, b in itertools.pairwise(sizes))
     flop = 3 * 2 * macs * batch * members  # forward + backward (about twice the forward)
@@ -178,15 +158,6 @@ def ensemble_case(
     }
 
 
-def nature_dqn(num_actions: int) -> torch.nn.Sequential:
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(4, 32, 8, 4), torch.nn.ReLU(),
-        torch.nn.Conv2d(32, 64, 4, 2), torch.nn.ReLU(),
-        torch.nn.Conv2d(64, 64, 3, 1), torch.nn.ReLU(), torch.nn.Flatten(-3),
-        torch.nn.Linear(3136, 512), torch.nn.ReLU(), torch.nn.Linear(512, num_actions),
-    )  # fmt: skip
-
-
 def atari_case(batch: int, iters: int, rounds: int) -> dict:
     num_actions = 6
     k_obs, k_act, k_tgt = random.split(random.key(1), 3).unbind(0)
@@ -197,19 +168,11 @@ def atari_case(batch: int, iters: int, rounds: int) -> dict:
         torch.manual_seed(1)
         module = nature_dqn(num_actions)
 
-    def lin(m: torch.nn.Module) -> dict:
-        return {"w": m.weight.detach().clone(), "b": m.bias.detach().clone()}
-
     def grad_of(m: torch.nn.Module) -> dict:
         return {"w": m.weight.grad, "b": m.bias.grad}
 
     model, opt = nn.atari_dqn(num_actions), optim.adam(1e-4)
-    fx = {
-        "params": {
-            "conv": {"layers": [lin(module[i]) for i in (0, 2, 4)]},
-            "head": {"layers": [lin(module[i]) for i in (7, 9)]},
-        }
-    }
+    fx = {"params": nature_dqn_params(module)}
     fx["state"] = opt.init(fx["params"])
     loss_grad = torch.func.grad(lambda p: q_loss(model.apply(p, frames), action, target))
 
@@ -231,7 +194,7 @@ def atari_case(batch: int, iters: int, rounds: int) -> dict:
         "head": {"layers": [grad_of(module[i]) for i in (7, 9)]},
     }
     diff = max_diff(fx_grads, ref)
-    ms = {"fxrl": timed(run_fxrl, iters, rounds), "torch": timed(run_torch, iters, rounds)}
+    ms = medians({"fxrl": run_fxrl, "torch": run_torch}, iters, rounds)
     return {
         "bench": "atari_dqn",
         "batch": batch,

@@ -24,6 +24,7 @@ Usage: ``python bench/env_throughput.py [--quick] [--threads 1] [--seconds 0.5]`
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import time
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _common import measure  # bench/_common.py
 
 from fxrl import envs, random, specs
 from fxrl.compile import compile as fxrl_compile
@@ -120,7 +122,9 @@ def gym_single_run(env_id: str) -> Run:
     return run
 
 
-def measure(runs: dict[str, Run], num_envs: int, seconds: float, repeats: int) -> dict[str, float]:
+def best_rates(
+    runs: dict[str, Run], num_envs: int, seconds: float, repeats: int
+) -> dict[str, float]:
     """Env steps per second of each run (best of ``repeats``, contenders interleaved)."""
     steps = {}
     for name, run in runs.items():  # size each run to take about `seconds`
@@ -128,11 +132,10 @@ def measure(runs: dict[str, Run], num_envs: int, seconds: float, repeats: int) -
         while (took := run(n)) < seconds / 10:
             n *= 4
         steps[name] = max(1, int(n * seconds / took))
-    best = dict.fromkeys(runs, 0.0)
-    for _ in range(repeats):
-        for name, run in runs.items():
-            best[name] = max(best[name], steps[name] * num_envs / run(steps[name]))
-    return best
+    # each run times its own loop of steps
+    sized = {name: functools.partial(run, steps[name]) for name, run in runs.items()}
+    times, _ = measure(sized, 1, repeats, warmup=False, self_timed=True)
+    return {name: steps[name] * num_envs / (min(ms) / 1e3) for name, ms in times.items()}
 
 
 def main() -> None:
@@ -175,7 +178,7 @@ def main() -> None:
                 runs["gymnasium_vector"] = gym_vector_run(env_id, n, "vector_entry_point")
             if n <= 4096 or not args.quick:
                 runs["gymnasium_sync"] = gym_vector_run(env_id, n, "sync")
-            rates = measure(runs, n, args.seconds, args.repeats)
+            rates = best_rates(runs, n, args.seconds, args.repeats)
             for name, rate in rates.items():
                 line = {
                     "env": env_id,

@@ -29,23 +29,19 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
-from _common import cpu_model  # bench/_common.py
+from _common import cpu_model, measure  # bench/_common.py
 
 from fxrl import envs, random
 from fxrl.envs.sb3 import to_sb3
 from fxrl.envs.to_gym import to_gymnasium
 
-Run = Callable[[], tuple[int, float]]  # -> (env steps, seconds)
+Run = Callable[[], float]  # -> the seconds its steps took (setup left out)
 
 
-def measure(runs: dict[str, Run], repeats: int) -> dict[str, list[float]]:
+def rates(runs: dict[str, Run], steps: int, repeats: int) -> dict[str, list[float]]:
     """Steps/s of each run in each round; contenders interleaved within a round."""
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            steps, seconds = run()
-            rates[name].append(steps / seconds)
-    return rates
+    times, _ = measure(runs, 1, repeats, warmup=False, self_timed=True)
+    return {name: [steps / (ms / 1e3) for ms in values] for name, values in times.items()}
 
 
 def summary(rates: dict[str, list[float]]) -> dict[str, Any]:
@@ -74,7 +70,7 @@ def ppo_runs(steps: int, num_envs: int, compile: bool) -> tuple[dict[str, Run], 
     from stable_baselines3 import PPO
 
     def run_with(make_venv: Callable[[], Any]) -> Run:
-        def run() -> tuple[int, float]:
+        def run() -> float:
             venv = make_venv()
             venv.seed(0)
             model = PPO("MlpPolicy", venv, n_steps=32, batch_size=256, gae_lambda=0.8,
@@ -82,7 +78,8 @@ def ppo_runs(steps: int, num_envs: int, compile: bool) -> tuple[dict[str, Run], 
                         clip_range=0.2, seed=0, device="cpu")  # fmt: skip
             t0 = time.perf_counter()
             model.learn(steps)
-            return model.num_timesteps, time.perf_counter() - t0
+            # SB3 may overshoot to a whole rollout: the seconds for `steps` steps
+            return (time.perf_counter() - t0) * steps / model.num_timesteps
 
         return run
 
@@ -104,23 +101,23 @@ def env_runs(steps: int, num_envs: int, compile: bool) -> tuple[dict[str, Run], 
     runs: dict[str, Run] = {}
 
     def sb3_style(venv: Any) -> Run:
-        def run() -> tuple[int, float]:
+        def run() -> float:
             venv.seed(0)
             venv.reset()
             t0 = time.perf_counter()
             for a in actions:
                 venv.step(a)
-            return steps * num_envs, time.perf_counter() - t0
+            return time.perf_counter() - t0
 
         return run
 
     def gymnasium_style(venv: Any) -> Run:
-        def run() -> tuple[int, float]:
+        def run() -> float:
             venv.reset(seed=0)
             t0 = time.perf_counter()
             for a in actions:
                 venv.step(a)
-            return steps * num_envs, time.perf_counter() - t0
+            return time.perf_counter() - t0
 
         return run
 
@@ -160,10 +157,10 @@ def main() -> None:
 
     ppo_steps = 1024 if args.quick else args.ppo_steps
     runs, compile_seconds = ppo_runs(ppo_steps, 8, args.compile)
-    rates = measure(runs, repeats)
-    row = {**head, "case": "sb3_ppo", "num_envs": 8, "ppo_steps": ppo_steps, **summary(rates)}
+    per_s = rates(runs, ppo_steps, repeats)
+    row = {**head, "case": "sb3_ppo", "num_envs": 8, "ppo_steps": ppo_steps, **summary(per_s)}
     row["ratio"] = "fxrl_to_sb3/gymnasium"
-    med = {k: statistics.median(v) for k, v in rates.items()}
+    med = {k: statistics.median(v) for k, v in per_s.items()}
     row["ratio_value"] = round(med["fxrl_to_sb3"] / med["gymnasium"], 3)
     row["ratio_singles_to_gymnasium"] = round(
         med["fxrl_dummy_vec_of_singles"] / med["gymnasium"], 3
@@ -177,9 +174,9 @@ def main() -> None:
     for n in [int(x) for x in args.num_envs.split(",")]:
         steps = max(20, (200 if args.quick else 2000) * 8 // n)
         runs, compile_seconds = env_runs(steps, n, args.compile)
-        rates = measure(runs, repeats)
-        row = {**head, "case": "env_steps", "num_envs": n, "steps": steps, **summary(rates)}
-        med = {k: statistics.median(v) for k, v in rates.items()}
+        per_s = rates(runs, steps * n, repeats)
+        row = {**head, "case": "env_steps", "num_envs": n, "steps": steps, **summary(per_s)}
+        med = {k: statistics.median(v) for k, v in per_s.items()}
         row["ratio"] = "fxrl_to_sb3/gymnasium"
         row["ratio_value"] = round(med["fxrl_to_sb3"] / med["gymnasium"], 3)
         row["ratio_to_gymnasium_vector_env"] = round(med["fxrl_to_gymnasium"] / med["gymnasium"], 3)

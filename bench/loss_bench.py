@@ -31,7 +31,15 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _common import Concat, cpu_model, measure  # bench/_common.py
+from _common import (  # bench/_common.py
+    Concat,
+    cpu_model,
+    measure,
+    mlp_params,
+    nature_dqn,
+    nature_dqn_params,
+    torch_mlp,
+)
 
 from fxrl import distributions, nn, optim, random, tree
 from fxrl.objectives import dqn_loss, ppo_loss, sac_loss, soft_update
@@ -43,25 +51,6 @@ Runs = dict[str, Callable[[], None]]
 def max_abs_diff(a: object, b: object) -> float:
     pairs = zip(tree.leaves(a), tree.leaves(b), strict=True)
     return max(float((x.detach() - y.detach()).abs().max()) for x, y in pairs)
-
-
-def linear_params(modules: list[torch.nn.Module]) -> list[dict]:
-    return [{"w": m.weight.detach().clone(), "b": m.bias.detach().clone()} for m in modules]
-
-
-def of_type(module: torch.nn.Module, kind: type) -> list[torch.nn.Module]:
-    return [m for m in module.modules() if isinstance(m, kind)]
-
-
-def torch_mlp(sizes: list[int], act: type = torch.nn.ReLU) -> torch.nn.Sequential:
-    layers: list[torch.nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers += [torch.nn.Linear(sizes[i], sizes[i + 1]), act()]
-    return torch.nn.Sequential(*layers[:-1])
-
-
-def mlp_params(module: torch.nn.Module) -> dict:
-    return {"layers": linear_params(of_type(module, torch.nn.Linear))}
 
 
 def autograd_grad(fn: Callable, argnums: int, has_aux: bool = True) -> Callable:
@@ -118,27 +107,6 @@ def td(fields: dict, batch_size: list[int]):
 # ---- DQN on the Nature Atari net ------------------------------------------------------
 
 
-class Scale(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.float() / 255.0
-
-
-def nature_dqn(num_actions: int) -> torch.nn.Sequential:
-    return torch.nn.Sequential(
-        Scale(), torch.nn.Conv2d(4, 32, 8, 4), torch.nn.ReLU(),
-        torch.nn.Conv2d(32, 64, 4, 2), torch.nn.ReLU(),
-        torch.nn.Conv2d(64, 64, 3, 1), torch.nn.ReLU(), torch.nn.Flatten(-3),
-        torch.nn.Linear(3136, 512), torch.nn.ReLU(), torch.nn.Linear(512, num_actions),
-    )  # fmt: skip
-
-
-def atari_params(module: torch.nn.Module) -> dict:
-    return {
-        "conv": {"layers": linear_params(of_type(module, torch.nn.Conv2d))},
-        "head": {"layers": linear_params(of_type(module, torch.nn.Linear))},
-    }
-
-
 def dqn_case(torchrl: bool, compiled: bool) -> tuple[Runs, dict]:
     num_actions, n = 6, 128
     k = random.split(random.key(0), 5).unbind(0)
@@ -152,10 +120,10 @@ def dqn_case(torchrl: bool, compiled: bool) -> tuple[Runs, dict]:
     }
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        online = nature_dqn(num_actions)
+        online = nature_dqn(num_actions, pixels=True)
     target = copy.deepcopy(online)
     model, opt = nn.atari_dqn(num_actions), optim.adam(1e-4)
-    st = {"params": atari_params(online), "target": atari_params(target)}
+    st = {"params": nature_dqn_params(online), "target": nature_dqn_params(target)}
     st["opt"] = opt.init(st["params"])
 
     def make_step(grad: Callable, compiled: bool) -> Callable:
@@ -191,7 +159,8 @@ def dqn_case(torchrl: bool, compiled: bool) -> tuple[Runs, dict]:
     plain_loss().backward()  # same maths: gradients before any update
     grad_fn = torch.func.grad(dqn_loss, argnums=1, has_aux=True)
     fx_grads, _ = grad_fn(model.apply, st["params"], st["target"], batch, gamma=GAMMA)
-    grads_of = lambda kind: [{"w": m.weight.grad, "b": m.bias.grad} for m in of_type(online, kind)]
+    layers = lambda kind: [m for m in online.modules() if isinstance(m, kind)]
+    grads_of = lambda kind: [{"w": m.weight.grad, "b": m.bias.grad} for m in layers(kind)]
     torch_grads = {
         "conv": {"layers": grads_of(torch.nn.Conv2d)},
         "head": {"layers": grads_of(torch.nn.Linear)},

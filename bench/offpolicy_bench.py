@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _common import Concat, cpu_model, measure  # bench/_common.py
+from _common import Concat, cpu_model, measure, mlp_params, torch_mlp  # bench/_common.py
 
 import fxrl
 from fxrl import distributions, nn, objectives, optim, random, tree
@@ -64,19 +64,6 @@ def replay(seed: int) -> dict[str, torch.Tensor]:
         "next_obs": random.normal(k[3], (CAPACITY, OBS)),
         "terminated": torch.zeros(CAPACITY, dtype=torch.bool),
     }
-
-
-def torch_mlp(sizes: list[int]) -> torch.nn.Sequential:
-    layers: list[torch.nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers += [torch.nn.Linear(sizes[i], sizes[i + 1]), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers[:-1])
-
-
-def mlp_params(module: torch.nn.Module) -> dict:
-    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
-    return {"layers": [{"w": m.weight.detach().clone(), "b": m.bias.detach().clone()}
-                       for m in linears]}  # fmt: skip
 
 
 # ---- plain torch ------------------------------------------------------------------------

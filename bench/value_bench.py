@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from _common import cpu_model  # bench/_common.py
+from _common import cpu_model, measure  # bench/_common.py
 
 from fxrl.objectives import gae, td_lambda, vtrace
 
@@ -110,26 +110,9 @@ def compiled(name: str, traj: dict[str, torch.Tensor]) -> tuple[Callable[[], obj
     return (lambda: fn(*args)), time.perf_counter() - t0
 
 
-def per_call(fn: Callable[[], object], target_s: float) -> tuple[int, float]:
-    """How many calls make one timing of about ``target_s``, and one call's time."""
-    t0 = time.perf_counter()
-    fn()
-    once = time.perf_counter() - t0
-    return max(1, int(target_s / max(once, 1e-7))), once
-
-
-def measure(calls: dict[str, Callable[[], object]], repeats: int, target_s: float) -> dict:
+def timings(calls: dict[str, Callable[[], object]], repeats: int, target_s: float) -> dict:
     """Median ms per call and spread for each contender, over alternating repeats."""
-    for fn in calls.values():
-        fn()  # warm-up
-    inner = {k: per_call(fn, target_s)[0] for k, fn in calls.items()}
-    times: dict[str, list[float]] = {k: [] for k in calls}
-    for _ in range(repeats):
-        for k, fn in calls.items():
-            t0 = time.perf_counter()
-            for _ in range(inner[k]):
-                fn()
-            times[k].append((time.perf_counter() - t0) / inner[k] * 1e3)
+    times, _ = measure(calls, None, repeats, target_s=target_s)
     out = {}
     for k, ts in times.items():
         med = statistics.median(ts)
@@ -158,7 +141,7 @@ def main() -> None:
             if not args.quick:
                 calls["fxrl_compiled"], row["compile_s"] = compiled(name, traj)
                 row["compile_s"] = round(row["compile_s"], 2)
-            row.update(measure(calls, args.repeats, target_s=0.02))
+            row.update(timings(calls, args.repeats, target_s=0.02))
             for peer in calls:
                 if peer != "fxrl_eager":
                     row[f"ratio_{peer}/fxrl_eager"] = round(
