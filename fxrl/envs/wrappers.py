@@ -226,9 +226,10 @@ class TimeLimit(Wrapper):
         return self.env.reset(key, params)
 
     def step(self, state: Any, action: Any) -> tuple[Any, TimeStep]:
+        from fxrl.transforms.episodes import truncate_at  # the one rule (step_counter's too)
+
         state, ts = self.env.step(state, action)
-        late = self.env.step_count(state) >= self.max_steps
-        return state, ts.replace(truncated=ts.truncated | late)
+        return state, truncate_at(ts, self.env.step_count(state), self.max_steps)
 
     def observe(self, state: Any) -> Any:
         return self.env.observe(state)
