@@ -135,8 +135,13 @@ class WrapperState:
         return self.inner.params
 
 
+# Optional env methods a wrapper forwards to the env inside when that env has them.
+_FORWARDED = frozenset({"sample_params"})
+
+
 class Wrapper(Env):
-    """An env around another env; specs, params and flags pass through unless overridden."""
+    """An env around another env; specs, params and flags pass through unless overridden
+    (also ``sample_params``, where the env inside has a task distribution)."""
 
     def __init__(self, env: Env) -> None:
         if not isinstance(env, Env):
@@ -168,6 +173,15 @@ class Wrapper(Env):
     def render(self, state: State) -> Tensor:
         """The inner env's picture of the inner state (``state.inner``)."""
         return self.env.render(state.inner)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only what an env may or may not have is forwarded: a task distribution
+        # (``sample_params(key, params=None)``, meta-RL tasks). Looked up on the inner env,
+        # so hasattr(wrapper, "sample_params") is hasattr(inner, "sample_params").
+        inner = self.__dict__.get("env")
+        if name in _FORWARDED and inner is not None:
+            return getattr(inner, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def unwrapped(self) -> Env:
         """The innermost env."""

@@ -106,7 +106,12 @@ def _where(done: Tensor, fresh: Any, old: Any) -> Any:
     def pick(a: Tensor, b: Tensor) -> Tensor:
         if a is b:
             return a
-        return torch.where(done.reshape(done.shape + (1,) * (b.ndim - done.ndim)), a, b)
+        cond = done.reshape(done.shape + (1,) * (b.ndim - done.ndim))
+        if a.dtype == torch.bool and b.dtype == torch.bool:
+            # ONNX Runtime has no Where kernel for bool values (grid envs keep bool maps):
+            # the same select with & and |, so make(id)'s step exports to ONNX
+            return (cond & a) | (~cond & b)
+        return torch.where(cond, a, b)
 
     return tree.map(pick, fresh, old)
 
@@ -309,6 +314,25 @@ class Batch(Wrapper):
                 )
             return 0
         return None
+
+    @property
+    def sample_params(self) -> Any:
+        """One task per env: ``sample_params(key, params=None)`` splits ``key`` as
+        ``reset`` does and draws the inner env's task for each, params leaves
+        [num_envs, ...] that ``reset(key, tasks)`` takes. Only where the inner env has a
+        task distribution (AttributeError otherwise, so ``hasattr`` tells)."""
+        one = self.env.sample_params
+        num_envs = self.num_envs
+
+        def sample(key: Tensor, params: Any = None) -> Any:
+            if key.shape != (2,):
+                raise ValueError(
+                    f"batch(..., {num_envs}).sample_params: key has shape {list(key.shape)}; "
+                    "expected one key [2], split into one task per env."
+                )
+            return torch.func.vmap(one, in_dims=(0, None))(random.split(key, num_envs), params)
+
+        return sample
 
     def step(self, state: Any, action: Any) -> tuple[Any, TimeStep]:
         return self._step(state, action)

@@ -11,7 +11,6 @@ import torch
 from fxrl import envs, random, tree
 from fxrl.compile import compile as fxrl_compile
 from fxrl.envs.bsuite import Catch, DeepSea, DiscountingChain, MemoryChain, UmbrellaChain
-from fxrl.export import export
 from fxrl.testing import assert_trees_close, check_env
 
 bsuite_envs = pytest.importorskip("bsuite.environments")
@@ -279,24 +278,6 @@ def test_compiled_batched_steps_and_renders_equal_the_eager_ones_with_one_progra
         eager, eager_ts, eager_frames = step(eager, key)
         assert_trees_close((state, ts, frames), (eager, eager_ts, eager_frames), rtol=0, atol=0)
     assert len(compiled._programs) == 1
-
-
-@pytest.mark.parametrize("id", IDS)
-def test_exported_step_and_render_equal_the_eager_ones(id):
-    env = envs.make(id)
-    state, _ = env.reset(random.key(0))
-
-    def step(params, state, action):
-        new, ts = env.step(state, action)
-        return new, ts, env.unwrapped().render(new.inner.inner)
-
-    action = torch.tensor(1)
-    exported = export(step, {}, state, action)
-    for _ in range(10):
-        out = exported(state, action)
-        expected = step({}, state, action)
-        assert_trees_close(out, expected, rtol=0, atol=0)
-        state = expected[0]
 
 
 @pytest.mark.parametrize("id", IDS)

@@ -1,5 +1,5 @@
 """Every registered MinAtar game: the env contract, vmap, one compiled program for all games,
-export, render, params through make, and random-policy statistics against the package.
+render, params through make, and random-policy statistics against the package.
 
 Each game's step-for-step parity with the package is in its own file
 (tests/envs/test_minatar_<game>.py).
@@ -19,7 +19,6 @@ from minatar_reference import (
 import fxrl
 from fxrl import envs, random, specs, tree
 from fxrl.envs import minatar, params_as_tensors
-from fxrl.export import export, load_onnx, to_onnx
 from fxrl.testing import assert_trees_close, check_env
 
 IDS = sorted(minatar.registered())
@@ -218,48 +217,9 @@ def test_random_policy_returns_and_lengths_match_the_package(id, programs):
     assert_same_distribution(f"{id} length", length.numpy(), theirs[1])
 
 
-# ---------------------------------------------------------------- export and render
-
-
-@pytest.mark.parametrize("id", IDS)
-def test_exported_step_and_render_equal_the_eager_ones(id):
-    env = envs.make(id)
-    state, _ = env.reset(random.key(0))
-
-    def step(params, state, action):
-        new, ts = env.step(state, action)
-        return new, ts, env.render(new)
-
-    exported = export(step, {}, state, torch.tensor(3))
-    for t in range(6):
-        action = torch.tensor(t % 6)
-        expected = step({}, state, action)
-        assert_trees_close(exported(state, action), expected, rtol=0, atol=0)
-        state = expected[0]
-
-
-# games whose bare step runs in ONNX Runtime (no torch.where on bool values: ORT has no
-# bool Where kernel; _common.select writes those with & and |)
-ONNX_IDS = ["Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar"]
-
-
-@pytest.mark.parametrize("id", ONNX_IDS)
-def test_the_bare_step_and_render_run_in_onnx_runtime_as_in_torch(id, tmp_path):
-    env = bare(id)
-    state, _ = env.reset(random.key(0))
-
-    def step(params, state, action):
-        new, ts = env.step(state, action)
-        return new, ts, env.render(new)
-
-    onnx = load_onnx(to_onnx(export(step, {}, state, torch.tensor(3)), tmp_path / "step.onnx"))
-    for t in range(12):
-        action = torch.tensor(t % 6)
-        expected = step({}, state, action)
-        got = onnx(tree.map(lambda x: x.numpy(), state), action.numpy())
-        for x, y in zip(tree.leaves(got), tree.leaves(expected), strict=True):
-            assert torch.equal(torch.as_tensor(x), y)
-        state = expected[0]
+# ---------------------------------------------------------------- render
+# (export of make(id)'s step and render, to torch.export and ONNX Runtime, for every game:
+# tests/envs/test_env_export.py)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from fxrl import envs, random, tree
 from fxrl.algorithms import ppo, tasks
 from fxrl.compile import compile as fxrl_compile
 from fxrl.envs.misc import BernoulliBandit, FourRooms, GaussianBandit, MetaMaze, PointRobot
-from fxrl.export import export
 from fxrl.testing import assert_trees_close, check_env
 
 IDS = ["BernoulliBandit-misc", "GaussianBandit-misc", "FourRooms-misc", "MetaMaze-misc",
@@ -240,12 +239,48 @@ def test_point_robot_goals_lie_on_the_upper_half_circle():
 
 # ------------------------------------------------------------------------------ tasks
 
+# envs with a task distribution: the misc tasks and DeepSea (its action mapping)
+TASK_IDS = [*IDS, "DeepSea-bsuite"]
+
+
+@pytest.mark.parametrize("id", TASK_IDS)
+def test_make_and_batch_forward_sample_params_so_vmap_over_tasks_is_one_line(id):
+    env = envs.make(id, max_steps=5)
+    keys = random.split(random.key(0), 4)
+    task = torch.func.vmap(env.sample_params)(keys)  # through the wrappers make adds
+    direct = torch.func.vmap(env.unwrapped().sample_params)(keys)
+    assert_trees_close(task, direct, rtol=0, atol=0)
+    assert any(not bool((f == f[0]).all()) for f in tree.leaves(task)), "all tasks alike"
+    benv = envs.batch(env, 4)
+    # the batch draws one task per env from the keys its reset would split
+    assert_trees_close(benv.sample_params(random.key(0)), task, rtol=0, atol=0)
+    state, _ = benv.reset(random.key(1), task)
+    # a loop of single envs, each with its task and the key the batch gave it
+    keys = random.split(random.key(1), 4)
+    alone = [env.reset(k, tree.index(task, i))[0] for i, k in enumerate(keys)]
+    for t in range(8):  # across auto-resets (5-step limit) each env keeps its task
+        action = benv.action_spec.sample(random.key(t), (4,))
+        state, ts = benv.step(state, action)
+        stepped = [env.step(s, action[i]) for i, s in enumerate(alone)]
+        alone = [s for s, _ in stepped]
+        assert_trees_close(ts, tree.stack([x for _, x in stepped]), rtol=0, atol=0)
+    assert_trees_close(state.params, direct, rtol=0, atol=0)
+    assert_trees_close(state, tree.stack(alone), rtol=0, atol=0)
+
+
+def test_sample_params_is_forwarded_only_where_the_env_has_one():
+    assert not hasattr(envs.make("CartPole-v1"), "sample_params")
+    assert not hasattr(envs.batch(envs.make("Catch-bsuite"), 2), "sample_params")
+    assert hasattr(envs.checked(envs.batch(envs.make("MetaMaze-misc"), 2)), "sample_params")
+    with pytest.raises(ValueError, match=r"sample_params: key has shape \[3, 2\]"):
+        envs.batch(envs.make("MetaMaze-misc"), 3).sample_params(random.split(random.key(0), 3))
+
 
 @pytest.mark.parametrize("id", IDS)
 def test_sampled_tasks_hold_across_episodes(id):
     env = envs.make(id, max_steps=50)
     n = 6
-    task = torch.func.vmap(env.unwrapped().sample_params)(random.split(random.key(0), n))
+    task = torch.func.vmap(env.sample_params)(random.split(random.key(0), n))
     benv = envs.batch(env, n)
     state, _ = benv.reset(random.key(1), task)
     assert tasks.num_tasks(task) == n
@@ -309,24 +344,6 @@ def test_compiled_batched_steps_and_renders_equal_the_eager_ones_with_one_progra
         eager, eager_ts, eager_frames = step(eager, key)
         assert_trees_close((state, ts, frames), (eager, eager_ts, eager_frames), rtol=0, atol=0)
     assert len(compiled._programs) == 1
-
-
-@pytest.mark.parametrize("id", IDS)
-def test_exported_step_and_render_equal_the_eager_ones(id):
-    env = envs.make(id)
-    state, _ = env.reset(random.key(0))
-
-    def step(params, state, action):
-        new, ts = env.step(state, action)
-        return new, ts, env.unwrapped().render(new.inner.inner)
-
-    action = env.action_spec.sample(random.key(1))
-    exported = export(step, {}, state, action)
-    for _ in range(10):
-        out = exported(state, action)
-        expected = step({}, state, action)
-        assert_trees_close(out, expected, rtol=0, atol=0)
-        state = expected[0]
 
 
 @pytest.mark.parametrize("id", IDS)

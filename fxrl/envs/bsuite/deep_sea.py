@@ -63,15 +63,18 @@ class DeepSea(Env):
         self.observation_spec = specs.Box(0.0, 1.0, shape=(size, size), dtype=dtype)
         self.action_spec = specs.Discrete(2)
         key = random.key(0) if mapping_key is None else mapping_key
-        self.default_params = self.sample_params(key)
+        self.default_params = DeepSeaParams(self._mapping(key))
+
+    def _mapping(self, key: Tensor) -> Tensor:
+        """gymnax's ``sample_action_map``: Bernoulli(0.5) per cell, int64 [size, size]."""
+        return random.bernoulli(key, 0.5, (self.size, self.size)).long()
 
     def sample_params(self, key: Tensor, params: DeepSeaParams | None = None) -> DeepSeaParams:
-        """Params with a fresh action mapping, Bernoulli(0.5) per cell (gymnax's
-        ``sample_action_map``); other fields from ``params`` (default: the defaults)."""
-        mapping = random.bernoulli(key, 0.5, (self.size, self.size)).long()
-        if params is None:
-            return DeepSeaParams(mapping)
-        return params.replace(action_mapping=mapping)
+        """One task: params with a fresh action mapping, Bernoulli(0.5) per cell (gymnax's
+        ``sample_action_map``); other fields from ``params`` (default: the env's default
+        params), all as tensors, so ``vmap(env.sample_params)(keys)`` gives a batch of tasks."""
+        base = self.default_params if params is None else params
+        return params_as_tensors(base, self.dtype).replace(action_mapping=self._mapping(key))
 
     def reset(
         self, key: Tensor, params: DeepSeaParams | None = None

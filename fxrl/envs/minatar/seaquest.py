@@ -153,7 +153,7 @@ def _add(
 
     def field(old: Tensor, new: Any) -> Tensor:
         new = torch.as_tensor(new, device=old.device)
-        return torch.where(put, new[..., None] if new.ndim else new, old)
+        return _common.select(put, new[..., None] if new.ndim else new, old)
 
     return Slots(
         field(s.x, x),
@@ -171,7 +171,7 @@ def _pick(s: Slots, one: Tensor) -> tuple[Tensor, ...]:
     (x, y, right, move, alive). Elementwise, no reductions (cheaper to compile)."""
 
     def get(v: Tensor) -> Tensor:
-        return torch.where(one, v[..., 1], v[..., 0])
+        return _common.select(one, v[..., 1], v[..., 0])
 
     return get(s.x), get(s.y), get(s.right), get(s.move), get(s.alive)
 
@@ -292,7 +292,7 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
     shot_timer = torch.where(fire, p.shot_cool_down, s.shot_timer)
     px = torch.where(a == LEFT, (s.sub_x - 1).clamp(min=0), s.sub_x)
     px = torch.where(a == RIGHT, (px + 1).clamp(max=9), px)
-    right = torch.where(a == LEFT, False, torch.where(a == RIGHT, True, s.sub_right))
+    right = (s.sub_right & (a != LEFT)) | (a == RIGHT)  # bool: no Where (ONNX Runtime)
     py = torch.where(a == UP, (s.sub_y - 1).clamp(min=0), s.sub_y)
     py = torch.where(a == DOWN, (py + 1).clamp(max=8), py)
 
@@ -314,7 +314,7 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
         reward = reward + hit.long()
         f_bullets = f_bullets.replace(
             x=torch.where(sel, bx[..., None], f_bullets.x),
-            alive=torch.where(sel, (live & ~hit)[..., None], f_bullets.alive),
+            alive=_common.select(sel, (live & ~hit)[..., None], f_bullets.alive),
         )
 
     # divers, newest first: picked up on touching the player (while fewer than 6)
@@ -332,7 +332,9 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
         divers = divers.replace(
             x=torch.where(sel, dx[..., None], divers.x),
             move=torch.where(sel, d_move[..., None], divers.move),
-            alive=torch.where(sel, (d_alive & ~(pick | out | pick_after))[..., None], divers.alive),
+            alive=_common.select(
+                sel, (d_alive & ~(pick | out | pick_after))[..., None], divers.alive
+            ),
         )
 
     # enemy submarines: move, collide, take bullets; each due one fires where it now is
@@ -361,7 +363,7 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
     e_bullets = Slots(
         x=torch.where(put, (match * sx[..., :, None]).sum(-2), e_bullets.x),
         y=torch.where(put, (match * subs.y[..., :, None]).sum(-2), e_bullets.y),
-        right=torch.where(put, (match & subs.right[..., :, None]).any(-2), e_bullets.right),
+        right=_common.select(put, (match & subs.right[..., :, None]).any(-2), e_bullets.right),
         move=e_bullets.move,
         shot=e_bullets.shot,
         order=torch.where(
@@ -399,7 +401,7 @@ def _dynamics(s: SeaquestState, a: Tensor, w: list[Tensor]) -> tuple[SeaquestSta
     )
     diver_count = torch.where(full, 0, diver_count) - refill.long()
     oxygen = torch.where(refill, p.max_oxygen, oxygen)
-    surface = torch.where(under, False, s.surface | refill)
+    surface = ~under & (s.surface | refill)
     ramp = refill & p.difficulty_ramping & ((s.e_spawn_speed > 1) | (s.move_speed > 2))
     slower = ramp & (s.move_speed > 2) & (s.ramp_index % 2 == 1)
     moved = s.replace(

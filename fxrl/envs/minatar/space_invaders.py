@@ -129,9 +129,10 @@ def _dynamics(s: SpaceInvadersState, a: Tensor) -> tuple[SpaceInvadersState, Ten
     down, sideways = move & edge, move & ~edge
     terminal = terminal | (down & alien[..., 9, :].any(-1))
     alien_dir = torch.where(down, -s.alien_dir, s.alien_dir)
-    shifted = torch.where(at(left), torch.roll(alien, -1, -1), torch.roll(alien, 1, -1))
-    alien = torch.where(
-        at(down), torch.roll(alien, 1, -2), torch.where(at(sideways), shifted, alien)
+    shifted = _common.select(at(left), torch.roll(alien, -1, -1), torch.roll(alien, 1, -1))
+    # bool maps select with _common.select (& and |): ONNX Runtime has no bool Where
+    alien = _common.select(
+        at(down), torch.roll(alien, 1, -2), _common.select(at(sideways), shifted, alien)
     )
     terminal = terminal | (move & (alien[..., 9, :] & column).any(-1))
 
@@ -154,7 +155,7 @@ def _dynamics(s: SpaceInvadersState, a: Tensor) -> tuple[SpaceInvadersState, Ten
     ramp = cleared & (s.enemy_move_interval > _MIN_MOVE_INTERVAL) & p.difficulty_ramping
     moved = s.replace(
         pos=pos,
-        alien=torch.where(at(cleared), _first_wave(cleared), alien),
+        alien=_common.select(at(cleared), _first_wave(cleared), alien),
         f_bullet=f_bullet,
         e_bullet=e_bullet,
         alien_dir=alien_dir,

@@ -2,7 +2,7 @@
 
     env = fxrl.envs.make("MetaMaze-misc")        # or "BernoulliBandit-misc",
     # "GaussianBandit-misc", "FourRooms-misc", "PointRobot-misc"
-    tasks = torch.func.vmap(env.unwrapped().sample_params)(fxrl.random.split(key, 8))
+    tasks = torch.func.vmap(env.sample_params)(fxrl.random.split(key, 8))
     states, _ = fxrl.envs.batch(env, 8).reset(key, tasks)   # one task per env
 
 One module per task, each reproducing gymnax's ``environments/misc/<task>.py``. Each has
