@@ -196,8 +196,8 @@ def table(result: dict[str, Any]) -> str:
     lines = [f"{'seed':<{width}}  " + "  ".join(f"{w:>10}" for w in where)]
     for s in result["pure"]:
         vals = [sum(result[w][s]) / len(result[w][s]) for w in where]
-        name = labels.get(int(s), str(s))
-        lines.append(f"{name:>{width}}  " + "  ".join(f"{v:10.1f}" for v in vals))
+        name = f"{labels[int(s)]:<{width}}" if labels else f"{s:>{width}}"
+        lines.append(f"{name}  " + "  ".join(f"{v:10.1f}" for v in vals))
     means = [sum(sum(r) / len(r) for r in result[w].values()) / len(result[w]) for w in where]
     lines.append(f"{'mean':<{width}}  " + "  ".join(f"{v:10.1f}" for v in means))
     return "\n".join(lines)
