@@ -35,6 +35,7 @@ __all__ = [
     "Recording",
     "check_path",
     "greedy_policy",
+    "onnx_policy",
     "play",
     "record",
     "record_run",
@@ -377,6 +378,45 @@ class greedy_policy:
             action = self.algo.policy(self.params, batched, mode="mode")
         self.first = False
         return tree.map(lambda x: x[0], action)
+
+
+class onnx_policy:
+    """``policy(obs) -> action`` for one observation from an exported ONNX policy, run in
+    ONNX Runtime: what ``record`` and ``play`` take.
+
+        pong = envs.atari("Pong", render_mode="rgb_array")
+        video.record(pong, video.onnx_policy("pong.onnx"), "pong.gif")
+
+    Args:
+      program: a ``.onnx`` path (``fxrl.export.to_onnx``, ``fxrl export RUN --format
+        onnx``) or a program from ``fxrl.export.load_onnx``. It must take one input, the
+        observation (a recurrent export also takes a carry: play it by hand).
+      batched: the program takes a batch of observations (``fxrl export`` writes
+        such programs, with a dynamic batch dim): one observation goes in as a batch of
+        one and the action comes out without it.
+      threads: ONNX Runtime's threads when loading from a path (1: one observation at a
+        time gains nothing from more).
+    """
+
+    def __init__(self, program: Any, *, batched: bool = False, threads: int = 1) -> None:
+        if isinstance(program, (str, Path)):
+            from fxrl.deploy import load_onnx
+
+            program = load_onnx(program, threads=threads)
+        names = getattr(program, "input_names", None)
+        if names is None or len(names) != 1:
+            names = None if names is None else list(names)
+            raise ValueError(
+                f"video.onnx_policy: the program takes inputs {names}; a policy of one "
+                "observation takes exactly one (a recurrent policy's carry and is_init are "
+                "not fed here)."
+            )
+        self.program, self.batched = program, batched
+
+    def __call__(self, obs: Any) -> Tensor:
+        x = np.asarray(obs.numpy() if isinstance(obs, Tensor) else obs)
+        out = np.asarray(self.program(x[None] if self.batched else x))
+        return torch.as_tensor(out[0] if self.batched else out)
 
 
 def record_run(

@@ -210,3 +210,78 @@ def test_greedy_policy_feeds_a_recurrent_carry_back_and_resets_it_each_episode()
             state, ts = env.reset(random.fold_in(random.key(0), episode + 1))
             obs = ts.obs
     assert np.array_equal(rec.frames, np.stack(frames))
+
+
+def test_onnx_policy_of_a_batched_export_plays_as_the_torch_policy(tmp_path):
+    # fxrl export writes programs over a batch of observations: batched=True feeds one
+    # observation as a batch of one and takes the action out of it
+    pytest.importorskip("onnxruntime")
+    from fxrl.export import export, to_onnx
+
+    def lean(params, obs):  # [B, 4] -> [B]
+        return (obs[..., 2] + params * obs[..., 3] > 0).long()
+
+    gain = torch.tensor(0.5)
+    program = to_onnx(export(lean, gain, torch.zeros(1, 4)), tmp_path / "lean.onnx")
+    env = envs.make("CartPole-v1")
+    onnx = Logged(video.onnx_policy(program, batched=True))
+    eager = Logged(lambda obs: lean(gain, obs[None])[0])
+    recs = [video.play(env, p, key=random.key(0), max_steps=12) for p in (onnx, eager)]
+    assert onnx.actions == eager.actions and set(onnx.actions) == {0, 1}
+    assert np.array_equal(recs[0].frames, recs[1].frames)
+
+
+def test_pong_from_a_checkpoint_and_from_its_onnx_export_gives_the_same_video(tmp_path):
+    # What examples/dqn_pong_video.py does after training, on an untrained Nature DQN: the
+    # params saved and read back, the greedy policy (preprocessing inside) exported; both
+    # play the same key's ALE Pong, and must act alike and record the same screens.
+    pytest.importorskip("ale_py")
+    pytest.importorskip("onnxruntime")
+    from fxrl import exploration, nn
+    from fxrl import transforms as T
+    from fxrl.export import export, to_onnx
+    from fxrl.run import checkpoint
+
+    preprocess = T.compose(T.to_tensor_image(), T.resize(84, "nearest"), T.grayscale())
+    q = nn.atari_dqn(6, in_channels=1)
+
+    def greedy(params, pixels):
+        return exploration.q_value(q.apply(params, preprocess(pixels)))[0]
+
+    saved = checkpoint.save(tmp_path / "pong.safetensors", q.init(random.key(1)))
+    params, _ = checkpoint.load(saved, q.init(random.key(0)))
+    screen = torch.zeros(210, 160, 3, dtype=torch.uint8)
+    program = to_onnx(export(greedy, params, screen), tmp_path / "pong.onnx")
+    recs, actions = [], []
+    for name, policy in (("torch", lambda obs: greedy(params, obs)),
+                         ("onnx", video.onnx_policy(program))):  # fmt: skip
+        logged = Logged(policy)
+        pong = envs.atari("Pong", render_mode="rgb_array")
+        recs.append(video.record(pong, logged, tmp_path / f"{name}.gif", key=random.key(2),
+                                 max_steps=30, fps=FPS, keep_frames=True))  # fmt: skip
+        pong.close()
+        actions.append(logged.actions)
+    assert actions[0] == actions[1] and len(actions[0]) == 30
+    assert np.array_equal(recs[0].frames, recs[1].frames)
+    assert np.array_equal(gif_frames(recs[1].path), recs[1].frames)
+
+
+def test_onnx_policy_refuses_a_program_that_takes_a_carry():
+    class Recurrent:
+        input_names = ("obs", "carry", "is_init")
+
+    match = r"takes inputs \['obs', 'carry', 'is_init'\]; a policy of one"
+    with pytest.raises(ValueError, match=match):
+        video.onnx_policy(Recurrent())
+
+
+class Logged:
+    """``policy(obs)`` that keeps the actions it returned."""
+
+    def __init__(self, policy):
+        self.policy, self.actions = policy, []
+
+    def __call__(self, obs):
+        action = self.policy(obs)
+        self.actions.append(int(action))
+        return action
