@@ -5,6 +5,8 @@
 
 (about 19 minutes for both cells on a loaded 2-core machine; without ``--compile`` an
 update of 4 seeds took about 6 s there, so 500k steps per cell would take over 1.5 hours.)
+``--cells lstm --out docs/results/recurrent_ppo_lstm_masked_cartpole`` recorded the LSTM run
+(about 29 minutes, on a more heavily loaded machine).
 
 The agent sees only the cart position and the pole angle (``transforms.select([0, 2])``),
 so it must infer the velocities from what it saw before. Each cell in ``--cells`` is
