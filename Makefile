@@ -44,9 +44,10 @@ clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
 
 # The documentation site (mkdocs-material + mkdocstrings): strict, so a broken link or an
-# unreadable docstring fails; tests/test_docs_build.py runs the same build in CI.
-docs: $(STAMP)
+# unreadable docstring fails; tests/test_docs_build.py runs the same build in CI. web-deps:
+# the live CartPole page (docs/hooks/web_demo.py) copies onnxruntime-web from node_modules.
+docs: $(STAMP) web-deps
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
-docs-serve: $(STAMP)
+docs-serve: $(STAMP) web-deps
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve

@@ -131,6 +131,7 @@ def main() -> None:
             "differing_frames": len(same) - sum(same),
             "q_gap_where_different": sorted(round(g, 5) for g, ok in gaps if not ok),
             "median_q_gap": round(float(np.median([g for g, _ in gaps])), 5),
+            "min_q_gap": round(min(g for g, _ in gaps), 6),
             "max_abs_q_error": round(q_err, 5),
             "fp32_action_counts": dict(sorted(collections.Counter(episode["actions"]).items())),
             "return": episode["return"],

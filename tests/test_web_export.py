@@ -325,3 +325,35 @@ def test_a_minatar_game_plays_in_the_page_as_in_torch(sites, open_page):
         height * (size[0] // width),
     ]
     assert canvas_colours(page.page) >= 2  # the first frame is drawn
+
+
+def test_the_docs_live_cartpole_page_plays_what_torch_plays(browser, tmp_path):
+    """docs/demo/cartpole, assembled as `make docs` does (docs/hooks/web_demo.py), served
+    and opened: the committed policy plays CartPole as it does in torch."""
+    from test_web_demo import assemble_site, onnx_policy
+
+    site = assemble_site(tmp_path)
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(site))
+    )
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    page = Page(browser, f"http://127.0.0.1:{srv.server_address[1]}/demo/cartpole/index.html")
+    try:
+        page.ready()
+        for seed in range(2):
+            web = page.play(seed)
+            ref = reference_episode(onnx_policy(), "CartPole-v1", seed)
+            k = first_difference(web["actions"], ref["actions"])
+            assert k is None or k >= FLOAT_HORIZON, f"seed {seed}: differs at step {k}"
+            if k is None:
+                assert web == ref
+            assert web["return"] >= 475  # a trained policy, on the live page too
+        assert page.page.title().endswith(" on CartPole-v1")
+    finally:
+        page.close()
+        srv.shutdown()
