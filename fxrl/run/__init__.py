@@ -7,10 +7,13 @@
     run.evaluate_run("runs/cartpole", episodes=10, gymnasium=True)
     run.export_run("runs/cartpole", "onnx")                # runs/cartpole/policy.onnx
     run.plot_runs(["runs/cartpole", "runs/other"], "compare.png")
+    run.train("ppo", ppo.Config(), "runs/sweep", num_seeds=4,
+              sweep={"lr": [1e-4, 3e-4], "ent_coef": [0.0, 0.01]})  # one vmapped update
 
 Modules: ``loop`` (train/resume), ``checkpoint`` (safetensors, atomic, checked),
 ``metrics`` (metrics.jsonl/csv, TensorBoard), ``plots``, ``progress``, ``evaluate``,
-``export_run``, ``config_io`` (config.json), ``train_flags`` (the CLI's flags), ``demo``.
+``export_run``, ``config_io`` (config.json), ``train_flags`` (the CLI's flags), ``sweep``
+(``--sweep``, rows tagged by combination, ``--pick``), ``demo``.
 """
 
 from fxrl.run import checkpoint
