@@ -31,8 +31,8 @@ from fxrl.envs.minatar._common import (
     below,
     cells,
     common_fields,
+    lanes,
     observation,
-    points,
     register,
     select,
 )
@@ -121,15 +121,15 @@ class Asterix(MinAtarEnv):
 
     def _start(self, key: Tensor, params: MinAtarParams) -> AsterixState:
         zero = torch.zeros_like(key[..., 0])
-        lanes = zero[..., None] + torch.zeros(SLOTS, dtype=torch.int64, device=zero.device)
+        slots = zero[..., None] + torch.zeros(SLOTS, dtype=torch.int64, device=zero.device)
         false = torch.zeros_like(zero, dtype=torch.bool)
         return AsterixState(
             player_x=zero + 5,
             player_y=zero + 5,
-            ent_x=lanes,
-            ent_on=lanes != 0,
-            ent_right=lanes != 0,
-            ent_gold=lanes != 0,
+            ent_x=slots,
+            ent_on=slots != 0,
+            ent_right=slots != 0,
+            ent_gold=slots != 0,
             spawn_speed=zero + INIT_SPAWN_SPEED,
             spawn_timer=zero + INIT_SPAWN_SPEED,
             move_speed=zero + INIT_MOVE_INTERVAL,
@@ -194,14 +194,13 @@ class Asterix(MinAtarEnv):
         """[..., 10, 10, 4]: player, enemies, trails (the cell behind each object, if on
         the grid), gold."""
         s = state
-        row = torch.arange(1, SLOTS + 1, device=s.ent_x.device).expand_as(s.ent_x)
         back = s.ent_x - torch.where(s.ent_right, 1, -1)
         return observation(
             [
                 cells(s.player_y, s.player_x),
-                points(row, s.ent_x, s.ent_on & ~s.ent_gold),
-                points(row, back, s.ent_on),
-                points(row, s.ent_x, s.ent_on & s.ent_gold),
+                lanes(s.ent_x, s.ent_on & ~s.ent_gold),
+                lanes(back, s.ent_on),
+                lanes(s.ent_x, s.ent_on & s.ent_gold),
             ],
             self.dtype,
         )

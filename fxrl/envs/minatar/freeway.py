@@ -26,8 +26,8 @@ from fxrl.envs.minatar._common import (
     cells,
     common_fields,
     digits,
+    lanes,
     observation,
-    points,
     register,
     words,
 )
@@ -141,9 +141,8 @@ class Freeway(MinAtarEnv):
         """[..., 10, 10, 7]: chicken, cars, then the cell behind each car in the channel
         of its speed (1 to 5)."""
         s = state
-        row = torch.arange(1, CARS + 1, device=s.pos.device).expand_as(s.car_x)
         back = (s.car_x - s.car_speed.sign()) % 10
-        trails = [points(row, back, s.car_speed.abs() == k) for k in range(1, 6)]
+        trails = [lanes(back, s.car_speed.abs() == k) for k in range(1, 6)]
         return observation(
-            [cells(s.pos, torch.full_like(s.pos, 4)), points(row, s.car_x), *trails], self.dtype
+            [cells(s.pos, torch.full_like(s.pos, 4)), lanes(s.car_x), *trails], self.dtype
         )
