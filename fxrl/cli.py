@@ -18,35 +18,22 @@ shows the traceback).
 
 from __future__ import annotations
 
-import argparse
-import difflib
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from fxrl._errors import ArgumentParser, UsageError, closest
+
 __all__ = ["main"]
 
 COMMANDS = ("train", "resume", "eval", "export", "plot", "demo", "tour")
 
 
-class CliError(Exception):
-    """A user error, printed as one line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors that name the closest known flag."""
-
-    def error(self, message: str) -> NoReturn:
-        flags = [s for a in self._actions for s in a.option_strings]
-        hint = ""
-        for word in message.split():
-            if word.startswith("--"):
-                close = difflib.get_close_matches(word.strip(","), flags, 1)
-                hint = f" Did you mean {close[0]}?" if close else ""
-                break
-        raise CliError(f"{message}.{hint} See {self.prog} --help.")
+# A user error, printed as one line; the parser's errors name the closest known flag.
+CliError = UsageError
+_Parser = ArgumentParser
 
 
 def _threads(n: int | None) -> None:
@@ -331,8 +318,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     command, rest = argv[0], argv[1:]
     if command not in _HANDLERS:
-        close = difflib.get_close_matches(command, COMMANDS, 1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = closest(command, COMMANDS)
+        hint = f" Did you mean {close!r}?" if close else ""
         _fail("fxrl", f"unknown command {command!r}.{hint} Commands: {', '.join(COMMANDS)}.")
     try:
         code = _HANDLERS[command](rest)
