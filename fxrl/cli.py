@@ -219,6 +219,10 @@ def _export(argv: list[str]) -> int:
     )
     a = p.parse_args(argv)
     _threads(None)
+    if a.format == "web":  # the web's own message for an env it cannot run, read first
+        from fxrl.web.site import check_run_env
+
+        check_run_env(a.dir)
     a.seed = _picked_agent(a.dir, a.pick, a.checkpoint, a.seed)  # a sweep's agent
     if a.format == "web":  # a static site: policy and env in onnxruntime-web (fxrl.web)
         if a.quantize is not None:

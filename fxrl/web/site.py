@@ -36,6 +36,7 @@ from fxrl.web.env_onnx import export_env
 __all__ = [
     "ORT_FILES",
     "WebExportError",
+    "check_run_env",
     "export_site",
     "find_onnxruntime_web",
     "reference_episode",
@@ -100,6 +101,13 @@ def _run_env_id(run_dir: Path) -> Any:
         return read_run_config(run_dir)["config_json"].get("env")  # its errors are clear
 
 
+def check_run_env(run_dir: str | Path) -> str:
+    """A run's env id, if the web can run it; else a ``WebExportError`` naming those it can
+    (read from config.json before anything rebuilds the run's Config, whose own error
+    would be about training)."""
+    return _check_env(_run_env_id(Path(run_dir)))
+
+
 def export_site(
     run_dir: str | Path,
     out: str | Path,
@@ -121,7 +129,7 @@ def export_site(
     from fxrl.run.export_run import export_run
 
     run_dir, out = Path(run_dir), Path(out)
-    env_id = _check_env(_run_env_id(run_dir))
+    env_id = check_run_env(run_dir)
     info = read_run_config(run_dir)
     find_onnxruntime_web()  # before minutes of exporting
     if not (run_dir / "checkpoints" / f"{checkpoint_name}.safetensors").exists():
