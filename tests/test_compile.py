@@ -176,3 +176,32 @@ def test_a_loop_body_reading_traced_tensors_through_its_closure_stays_one_rolled
     ws = torch.stack([w, 2 * w])  # vmapped over w: the lifted input is batched
     carry, ys = fxrl_compile(torch.func.vmap(f, in_dims=(0, None, None)))(ws, xs, state)
     torch.testing.assert_close(ys["c"][1], 2 * (xs * w).cumsum(0))
+
+
+def test_a_loop_body_reading_a_traced_field_of_a_frozen_dataclass_lifts_it():
+    # a sweep's Config: a frozen dataclass (no pytree node) whose field is a tensor of the
+    # trace; the loop body reads it through its closure, so the loop takes it as an input
+    import dataclasses
+
+    from fxrl.algorithms import core
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        lr: object
+        steps: int = 4
+
+    def f(lr, xs):
+        config = Config(lr)
+
+        def body(c, x):
+            return c + config.lr * x, {"c": c + config.lr * x}
+
+        return core.scan(body, torch.zeros(3), xs)
+
+    xs = torch.arange(12.0).reshape(4, 3)
+    lrs = torch.tensor([0.5, 2.0])
+    gm = fxrl.trace(torch.func.vmap(f, in_dims=(0, None)), lrs, xs)
+    assert len([n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]) == 1
+    carry, ys = fxrl_compile(torch.func.vmap(f, in_dims=(0, None)))(lrs, xs)
+    torch.testing.assert_close(ys["c"], lrs[:, None, None] * xs.cumsum(0))
+    torch.testing.assert_close(carry, lrs[:, None] * xs.sum(0))

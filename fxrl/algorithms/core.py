@@ -55,6 +55,7 @@ __all__ = [
     "config_fields",
     "episode_metrics",
     "evaluate",
+    "make_env",
     "scan",
     "staged_loop",
     "staged_wrap",
@@ -231,6 +232,31 @@ def with_numbers(config: Any, numbers: Mapping[str, Any]) -> Any:
     return new
 
 
+# Envs built before a sweep's trace, by id (see make_env); None outside a sweep.
+_BUILT_ENVS: contextvars.ContextVar[Mapping[str, Env] | None] = contextvars.ContextVar(
+    "fxrl_built_envs", default=None
+)
+
+
+def make_env(env_id: str, check: Callable[[Env], None] | None = None) -> Env:
+    """``fxrl.envs.make(env_id)`` then ``check(env)`` (an algorithm's checks that the env
+    suits it), as an algorithm's ``make`` calls it; inside a sweep's update, the env the
+    sweep built and checked once before tracing, returned as it is. A sweep runs ``make``
+    inside its vmapped (and compiled) update, where building or checking an env would
+    trace its constructor and checks (which read spec values in Python, impossible on a
+    trace's tensors), and would redo them on every eager update. Envs are pure and
+    immutable, so sharing one is the same computation."""
+    built = _BUILT_ENVS.get()
+    if built is not None and env_id in built:
+        return built[env_id]
+    from fxrl import envs
+
+    env = envs.make(env_id)
+    if check is not None:
+        check(env)
+    return env
+
+
 def adam(learning_rate: Any, *, eps: float = 1e-8) -> optim.GradientTransformation:
     """``optim.adam(learning_rate, eps=eps)``, also for a tensor learning rate (a swept
     one, which ``optim.adam``'s Python check cannot read): the same chain and state."""
@@ -295,7 +321,8 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
     eager overheads under vmap). ``y`` must be a dict, tuple or list of tensors. The body
     may read the traced function's tensors through its closure (params, a replay
     buffer): they become the loop's read-only extra inputs, found through closures,
-    nested functions, partials and pytrees (not through attributes of other objects).
+    nested functions, partials, pytrees and dataclass fields (not through attributes of
+    other objects).
     A scan inside another scan's body is unrolled (inductor cannot lower nested loops
     yet): keep loops at the top level of the update.
     """
@@ -323,9 +350,10 @@ def _lift(obj: Any, found: list[Tensor], seen: set[int], depth: int = 0) -> Any:
     tensor of the trace in progress is replaced by its index in ``found``; ``None`` where
     ``obj`` holds none. The rolled loop takes those tensors as extra inputs (torch's scan
     cannot capture another graph's tensors), and ``_build`` makes the body read them.
-    Looks through closures, nested functions, partials and pytrees; objects such as envs
-    and networks hold real constant tensors, which a loop may read as they are."""
-    if depth > 8 or id(obj) in seen:
+    Looks through closures, nested functions, partials, pytrees and the fields of other
+    dataclasses (a Config holding a sweep's traced numbers); objects such as envs and
+    networks hold real constant tensors, which a loop may read as they are."""
+    if depth > 16 or id(obj) in seen:
         return None
     if isinstance(obj, Tensor):
         from fxrl.compile import is_traced
@@ -353,6 +381,13 @@ def _lift(obj: Any, found: list[Tensor], seen: set[int], depth: int = 0) -> Any:
         dataclasses.is_dataclass(obj) and not isinstance(obj, type)
     ):
         leaves = tree.leaves(obj)
+        if len(leaves) == 1 and leaves[0] is obj:
+            # a dataclass that is no pytree node (a frozen Config, whose swept fields are
+            # tensors of the trace under a sweep): look at its fields
+            fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+            parts_by_name = {k: _lift(v, found, seen, depth + 1) for k, v in fields.items()}
+            changed = {k: p for k, p in parts_by_name.items() if p is not None}
+            return ("fields", obj, changed) if changed else None
         parts = [_lift(v, found, seen, depth + 1) for v in leaves]
         if any(p is not None for p in parts):
             return ("tree", tree.structure(obj), leaves, parts)
@@ -381,6 +416,11 @@ def _build(obj: Any, template: Any, values: list[Tensor]) -> Any:
         func, *args = (_build(v, t, values) for v, t in zip((p.func, *p.args), parts, strict=True))
         keywords = {k: _build(v, kw[k], values) for k, v in p.keywords.items()}
         return functools.partial(func, *args, **keywords)
+    if kind == "fields":
+        new_obj = copy.copy(template[1])  # frozen: set the fields as __init__ would
+        for name, t in template[2].items():
+            object.__setattr__(new_obj, name, _build(getattr(template[1], name), t, values))
+        return new_obj
     spec, leaves, parts = template[1], template[2], template[3]
     return tree.unflatten(spec, [_build(v, t, values) for v, t in zip(leaves, parts, strict=True)])
 
@@ -544,8 +584,11 @@ def batched(
     takes the dtype of the tensor it acts on; the tensors reproduce that: float32, except
     the fields the module lists in ``SWEEP_FLOAT64`` (those that meet float64 math, such
     as PPO's annealed lr, and otherwise only tensors with dims, which cast them to
-    float32 as they would a Python float). A sweep runs eager (``compile=False``): a
-    compiled one is not supported yet.
+    float32 as they would a Python float). ``compile=True`` compiles the whole vmapped
+    sweep update as one ``fxrl.compile`` program (loops rolled, ``make`` traced with the
+    env built once before, see ``make_env``) for the modules that set ``SWEEP_COMPILES``
+    (ppo, dqn; a one-line error for the others); ``compile=False`` runs it eager; a
+    ``torch.compile`` backend name is refused.
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"batched: num_seeds must be a positive int, got {num_seeds!r}.")
@@ -590,17 +633,41 @@ def _swept(
         keys = key.unsqueeze(0) if num_seeds == 1 else random.split(key, num_seeds)
         return _contiguous(torch.func.vmap(algo.init)(keys.repeat(len(combos), 1)))
 
+    env_id = getattr(config, "env", None)
+    # made and checked for this config by make(config) (the algo passed in): shared
+    built = {env_id: algo.env} if isinstance(env_id, str) else {}
+
     def one(values: dict, state: Any) -> tuple[Any, dict]:
-        return module.make(with_numbers(config, values)).update(state)
+        token = _BUILT_ENVS.set(built)
+        try:
+            return module.make(with_numbers(config, values)).update(state)
+        finally:
+            _BUILT_ENVS.reset(token)
 
     def all_agents(values: dict, state: Any) -> tuple[Any, dict]:
         return torch.func.vmap(one)(values, state)
 
+    if compile is True and not getattr(module, "SWEEP_COMPILES", False):
+        raise ValueError(
+            f"batched: a {module.__name__.rsplit('.', 1)[-1]} sweep runs eager only: its "
+            "compiled program fails in inductor (a rolled loop's input or output aliases "
+            "another). Pass compile=False (the CLI: leave out --compile); ppo and dqn "
+            "sweeps compile."
+        )
+    if compile is True:
+        from fxrl.compile import compile as fxrl_compile
+
+        # the numbers are an input (not constants baked in): one program per sweep shape
+        program = fxrl_compile(all_agents)
+
+        def update(state: Any) -> tuple[Any, dict]:
+            return program(numbers, state)
+
+        return init, update
     if compile:
         raise ValueError(
-            "batched: a sweep runs eager (vmapped), not compiled yet: compiling make() inside "
-            "the trace left a traced number outside the rolled loops' inputs. Pass "
-            "compile=False (the CLI: leave out --compile)."
+            f"batched: a sweep compiles with compile=True (fxrl.compile), not with the "
+            f"torch.compile backend {compile!r}. Pass compile=True, or compile=False (eager)."
         )
 
     def update(state: Any) -> tuple[Any, dict]:

@@ -43,6 +43,8 @@ __all__ = ["SWEEPABLE", "Config", "TrainState", "make", "make_learner", "train"]
 SWEEPABLE = ("lr", "gamma", "tau", "eps_start", "eps_end")
 # swept as float64: they meet float64 math (a schedule) or only tensors with dims
 SWEEP_FLOAT64 = ("lr", "eps_start", "eps_end")
+# core.batched(..., compile=True, sweep=...) compiles the vmapped sweep update
+SWEEP_COMPILES = True
 
 Learn = Callable[..., tuple[Any, Any, Any, Tensor, Any, dict[str, Tensor]]]
 
@@ -171,17 +173,18 @@ def make_learner(
 
 
 def _discrete_env(config: Config) -> envs.Env:
-    env = envs.make(config.env)
-    check_config(
-        config, "env", isinstance(env.action_spec, specs.Discrete),
-        f"an env with Discrete actions (DQN has one Q-value per action); it has "
-        f"{env.action_spec!r}", "Use fxrl.algorithms.sac or td3 for continuous actions, or a "
-        "discrete env: CartPole-v1, Acrobot-v1, MountainCar-v0.",
-    )  # fmt: skip
-    obs = env.observation_spec
-    ok = isinstance(obs, specs.Box) and len(obs.shape) == 1
-    check_config(config, "env", ok, f"flat Box observations for the MLP; it has {obs!r}")
-    return env
+    def check(env: envs.Env) -> None:
+        check_config(
+            config, "env", isinstance(env.action_spec, specs.Discrete),
+            f"an env with Discrete actions (DQN has one Q-value per action); it has "
+            f"{env.action_spec!r}", "Use fxrl.algorithms.sac or td3 for continuous actions, "
+            "or a discrete env: CartPole-v1, Acrobot-v1, MountainCar-v0.",
+        )  # fmt: skip
+        obs = env.observation_spec
+        ok = isinstance(obs, specs.Box) and len(obs.shape) == 1
+        check_config(config, "env", ok, f"flat Box observations for the MLP; it has {obs!r}")
+
+    return core.make_env(config.env, check)
 
 
 def _own_memory(state: Any, key: Tensor) -> Any:

@@ -35,6 +35,8 @@ __all__ = ["SWEEPABLE", "TUNED", "Config", "TrainState", "make", "train"]
 SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm")
 # swept as float64: they meet float64 math (a schedule) or only tensors with dims
 SWEEP_FLOAT64 = ("lr",)
+# core.batched(..., compile=True, sweep=...) compiles the vmapped sweep update
+SWEEP_COMPILES = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +169,7 @@ def make(config: Config) -> Algorithm:
     """PPO for ``config``: ``Algorithm(init, update, policy, config, env, steps_per_update)``."""
     if not isinstance(config, Config):
         raise TypeError(f"ppo.make: expected a ppo.Config, got {type(config).__name__}.")
-    env = envs.make(config.env)
+    env = core.make_env(config.env)
     benv = envs.batch(env, config.num_envs)
     obs_spec, action_spec = env.observation_spec, env.action_spec
     if not isinstance(obs_spec, specs.Box) or len(obs_spec.shape) != 1:

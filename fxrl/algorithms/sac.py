@@ -114,18 +114,20 @@ class TrainState:
 
 def continuous_env(config: Any) -> envs.Env:
     """The pure env of ``config.env``, checked: flat Box observations and actions."""
-    env = envs.make(config.env)
-    spec = env.action_spec
-    ok = isinstance(spec, specs.Box) and len(spec.shape) == 1
-    ok = ok and bool(torch.isfinite(spec.low).all() and torch.isfinite(spec.high).all())
-    check_config(
-        config, "env", ok, f"an env with bounded Box [A] actions; it has {spec!r}",
-        "Use fxrl.algorithms.dqn or ppo for discrete actions: CartPole-v1, Acrobot-v1.",
-    )  # fmt: skip
-    obs = env.observation_spec
-    ok = isinstance(obs, specs.Box) and len(obs.shape) == 1
-    check_config(config, "env", ok, f"flat Box observations for the MLPs; it has {obs!r}")
-    return env
+
+    def check(env: envs.Env) -> None:
+        spec = env.action_spec
+        ok = isinstance(spec, specs.Box) and len(spec.shape) == 1
+        ok = ok and bool(torch.isfinite(spec.low).all() and torch.isfinite(spec.high).all())
+        check_config(
+            config, "env", ok, f"an env with bounded Box [A] actions; it has {spec!r}",
+            "Use fxrl.algorithms.dqn or ppo for discrete actions: CartPole-v1, Acrobot-v1.",
+        )  # fmt: skip
+        obs = env.observation_spec
+        ok = isinstance(obs, specs.Box) and len(obs.shape) == 1
+        check_config(config, "env", ok, f"flat Box observations for the MLPs; it has {obs!r}")
+
+    return core.make_env(config.env, check)
 
 
 def critic_model(obs_dim: int, action_dim: int, hidden: tuple[int, ...]) -> nn.Model:

@@ -104,14 +104,10 @@ def train(
     total = _total_steps(config, total_steps)
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"train: num_seeds must be a positive int, got {num_seeds!r}.")
-    algorithm_module(algorithm).make(config)  # a bad config or env id fails before any file
-    if sweep is not None:  # as must a bad sweep
+    algo = algorithm_module(algorithm).make(config)  # a bad config or env id fails first
+    if sweep is not None:  # as must a bad sweep, or one that cannot compile
         sweep = {k: list(v) for k, v in check_sweep(config, sweep).items()}
-        if compile:
-            raise ValueError(
-                "train: a sweep runs eager (vmapped); compiling one is not supported yet. "
-                "Leave out --compile (compile=False)."
-            )
+        batched(algo, num_seeds, compile, sweep=sweep)
     run_dir = Path(run_dir)
     if (run_dir / "config.json").exists():
         raise FileExistsError(

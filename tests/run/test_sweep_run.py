@@ -217,11 +217,13 @@ def test_export_of_a_sweep_without_pick_is_a_one_line_error(swept, capsys):
         (["--sweep", "lr=1e-3,fast"], "the values are not all numbers"),
         (["--sweep", "lr=1e-3", "--sweep", "lr=1e-4"], "--sweep lr is given twice"),
         (["--sweep"], "--sweep needs FIELD=V1,V2,..."),
-        (["--sweep", "lr=1e-3", "--compile"], "a sweep runs eager (vmapped)"),
+        (["--algo", "sac", "--sweep", "tau=0.01", "--compile"], "a sac sweep runs eager only"),
     ],
 )
 def test_a_bad_sweep_flag_is_a_one_line_error_and_writes_nothing(capsys, tmp_path, args, message):
-    code, _, err = run_main(capsys, "train", "ppo", "--out", tmp_path / "r", *args)
+    algo = args[1] if args[0] == "--algo" else "ppo"
+    args = args[2:] if args[0] == "--algo" else args
+    code, _, err = run_main(capsys, "train", algo, "--out", tmp_path / "r", *args)
     assert code == 2 and err.startswith("fxrl train: error: ")
     assert err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "r").exists()
