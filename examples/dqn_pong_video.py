@@ -1,12 +1,13 @@
 """A briefly trained DQN playing ALE Pong, recorded from its checkpoint and from its ONNX export.
 
-    .venv/bin/python examples/dqn_pong_video.py --frames 20000 --gif docs/images/pong_dqn.gif
+    .venv/bin/python examples/dqn_pong_video.py --frames 30000 --video-steps 400 \
+        --gif docs/images/pong_dqn.gif      # docs/guide/video.md's GIF: 17 minutes, busy machine
 
 Training is ``examples/dqn_pong_export.py``'s setup (TorchRL's export tutorial: raw
 ``ALE/Pong-v5`` screens through ``to_tensor_image, resize(84, nearest), grayscale``, the
 Nature DQN net on one frame, frames stored as uint8) with DQN's usual schedule: epsilon
 from 1 to 0.05 over the first half of the budget, one gradient step (batch 32, Huber loss,
-Adam 1e-4) per 4 frames after ``--learning-starts``, the target copied every 1000 steps.
+Adam 1e-4) per 4 frames after ``--learning-starts``, the target copied every 1000 gradient steps.
 ``--frames`` is a budget of minutes, far below the millions of frames DQN needs on Pong:
 the agent has learnt little, and the video shows a game, not a result.
 
@@ -50,7 +51,8 @@ def greedy(params: dict, pixels: torch.Tensor) -> torch.Tensor:
 
 def train(args: argparse.Namespace) -> tuple[dict, dict]:
     """DQN on preprocessed Pong for ``args.frames`` frames; ``(params, figures)``."""
-    env = envs.transform(envs.atari("Pong"), preprocess)
+    pong = envs.atari("Pong")
+    env = envs.transform(pong, preprocess)
     k_q, k_collect, k_learn = random.split(random.key(args.seed), 3).unbind(0)
     params = q.init(k_q)
     target, opt = params, optim.adam(1e-4)
@@ -88,7 +90,7 @@ def train(args: argparse.Namespace) -> tuple[dict, dict]:
             print(f"frames {stats['frames']:6d}  episodes {len(returns):3d}  "
                   f"last return {returns[-1] if returns else float('nan'):5.1f}  "
                   f"loss {loss:.4f}  {time.perf_counter() - start:5.0f} s", flush=True)  # fmt: skip
-    env.close()
+    pong.close()
     figures = {"frames": batches.frames, "gradient_steps": int(count),
                "train_seconds": round(time.perf_counter() - start, 1),
                "episode_returns": returns}  # fmt: skip
