@@ -40,7 +40,8 @@ class BreakoutState:
     ball_x: Tensor  # [] int64 column
     ball_dir: Tensor  # [] int64 in 0..3 (see the module)
     pos: Tensor  # [] int64 paddle column
-    bricks: Tensor  # [10, 10] bool
+    bricks: Tensor  # [10, 10] int32, 1 where a brick is (int32, not bool: inductor's
+    # vectorised loops load and store bool tensors element by element, int32 at full speed)
     strike: Tensor  # [] bool, the ball hit a brick last step (it then passes through one)
     last_y: Tensor  # [] int64, the ball's previous cell (the trail)
     last_x: Tensor  # [] int64
@@ -66,7 +67,7 @@ def _from_minatar(environment: Any, key: Tensor) -> BreakoutState:
         ball_x=i64(e.ball_x),
         ball_dir=i64(e.ball_dir),
         pos=i64(e.pos),
-        bricks=torch.as_tensor(e.brick_map != 0),
+        bricks=torch.as_tensor(e.brick_map != 0).to(torch.int32),
         strike=torch.tensor(bool(e.strike)),
         last_y=i64(e.last_y),
         last_x=i64(e.last_x),
@@ -94,7 +95,7 @@ class Breakout(MinAtarEnv):
             ball_x=x,
             ball_dir=torch.where(right, 3, 2),
             pos=zero + 4,
-            bricks=_wall(x >= 0),
+            bricks=_wall(x >= 0).to(torch.int32),
             strike=false,
             last_y=zero + 3,
             last_x=x,
@@ -118,9 +119,10 @@ class Breakout(MinAtarEnv):
         new_y = new_y.clamp(min=0)
         d = torch.where(top, 3 - d, d)  # [3, 2, 1, 0]: mirror up-down
         at = cells(new_y, new_x)
-        brick = ~top & (s.bricks & at).any((-1, -2))
+        old_bricks = s.bricks != 0
+        brick = ~top & (old_bricks & at).any((-1, -2))
         hit = brick & ~s.strike  # a brick right after a strike is passed through
-        bricks = s.bricks & ~(at & hit[..., None, None])
+        bricks = old_bricks & ~(at & hit[..., None, None])
         new_y = torch.where(hit, s.ball_y, new_y)
         d = torch.where(hit, 3 - d, d)
         bottom = ~top & ~brick & (new_y == 9)
@@ -135,7 +137,7 @@ class Breakout(MinAtarEnv):
             ball_x=new_x,
             ball_dir=d,
             pos=pos,
-            bricks=bricks,
+            bricks=bricks.to(torch.int32),
             strike=brick,
             last_y=s.ball_y,
             last_x=s.ball_x,
@@ -151,7 +153,7 @@ class Breakout(MinAtarEnv):
                 cells(torch.full_like(s.pos, 9), s.pos),
                 cells(s.ball_y, s.ball_x),
                 cells(s.last_y, s.last_x),
-                s.bricks,
+                s.bricks != 0,
             ],
             self.dtype,
         )
