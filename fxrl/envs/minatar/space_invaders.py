@@ -65,9 +65,11 @@ class SpaceInvadersState:
     sticky action, step count, key and params. Leading batch dims allowed."""
 
     pos: Tensor  # [] int64, the cannon's column (row 9)
-    alien: Tensor  # [10, 10] bool, the package's alien_map (row, column)
-    f_bullet: Tensor  # [10, 10] bool, friendly bullets
-    e_bullet: Tensor  # [10, 10] bool, enemy bullets
+    # maps as int32 0/1, not bool: inductor's vectorised loops load and store bool tensors
+    # element by element, int32 at full speed
+    alien: Tensor  # [10, 10] int32, the package's alien_map (row, column)
+    f_bullet: Tensor  # [10, 10] int32, friendly bullets
+    e_bullet: Tensor  # [10, 10] int32, enemy bullets
     alien_dir: Tensor  # [] int64, -1 (left) or +1 (right)
     enemy_move_interval: Tensor  # [] int64, this wave's move interval
     alien_move_timer: Tensor  # [] int64
@@ -108,16 +110,17 @@ def _dynamics(s: SpaceInvadersState, a: Tensor) -> tuple[SpaceInvadersState, Ten
     pos = torch.where(a == _common.LEFT, (s.pos - 1).clamp(min=0), s.pos)
     pos = torch.where(a == _common.RIGHT, (pos + 1).clamp(max=9), pos)
     column = i == pos[..., None]  # [*B, 10] the cannon's column
-    f_bullet = s.f_bullet | (at(fire) & bottom & column[..., None, :])
+    f_bullet = (s.f_bullet | (at(fire) & bottom & column[..., None, :])).to(torch.int32)
     shot_timer = torch.where(fire, p.shot_cool_down, s.shot_timer)
 
-    # bullets: friendly up one row (row 9 cleared), enemy down one row (row 0 cleared)
-    f_bullet = torch.roll(f_bullet, -1, -2) & ~bottom
-    e_bullet = torch.roll(s.e_bullet, 1, -2) & (i != 0)[:, None]
+    # bullets: friendly up one row (row 9 cleared), enemy down one row (row 0 cleared);
+    # maps are rolled as int32 (a rolled bool map would be stored as bool)
+    f_bullet = (torch.roll(f_bullet, -1, -2) != 0) & ~bottom
+    e_bullet = (torch.roll(s.e_bullet, 1, -2) != 0) & (i != 0)[:, None]
     terminal = s.terminal | (e_bullet[..., 9, :] & column).any(-1)
 
     # aliens: sideways, or one row down and turn at an edge; the timer is set before moving
-    alien = s.alien
+    alien = s.alien != 0
     terminal = terminal | (alien[..., 9, :] & column).any(-1)
     move = s.alien_move_timer == 0
     count = alien.flatten(-2).sum(-1)
@@ -129,10 +132,11 @@ def _dynamics(s: SpaceInvadersState, a: Tensor) -> tuple[SpaceInvadersState, Ten
     down, sideways = move & edge, move & ~edge
     terminal = terminal | (down & alien[..., 9, :].any(-1))
     alien_dir = torch.where(down, -s.alien_dir, s.alien_dir)
-    shifted = _common.select(at(left), torch.roll(alien, -1, -1), torch.roll(alien, 1, -1))
-    # bool maps select with _common.select (& and |): ONNX Runtime has no bool Where
-    alien = _common.select(
-        at(down), torch.roll(alien, 1, -2), _common.select(at(sideways), shifted, alien)
+    # int32 maps select with torch.where (ONNX Runtime has no bool Where kernel)
+    a32 = s.alien
+    shifted = torch.where(at(left), torch.roll(a32, -1, -1), torch.roll(a32, 1, -1))
+    alien = (
+        torch.where(at(down), torch.roll(a32, 1, -2), torch.where(at(sideways), shifted, a32)) != 0
     )
     terminal = terminal | (move & (alien[..., 9, :] & column).any(-1))
 
@@ -155,9 +159,9 @@ def _dynamics(s: SpaceInvadersState, a: Tensor) -> tuple[SpaceInvadersState, Ten
     ramp = cleared & (s.enemy_move_interval > _MIN_MOVE_INTERVAL) & p.difficulty_ramping
     moved = s.replace(
         pos=pos,
-        alien=_common.select(at(cleared), _first_wave(cleared), alien),
-        f_bullet=f_bullet,
-        e_bullet=e_bullet,
+        alien=_common.select(at(cleared), _first_wave(cleared), alien).to(torch.int32),
+        f_bullet=f_bullet.to(torch.int32),
+        e_bullet=e_bullet.to(torch.int32),
         alien_dir=alien_dir,
         enemy_move_interval=s.enemy_move_interval - ramp.long(),
         alien_move_timer=alien_move_timer - 1,
@@ -177,7 +181,7 @@ def _from_minatar(environment: Any, key: Tensor) -> SpaceInvadersState:
         return torch.tensor(int(v), dtype=torch.int64)
 
     def grid(m: Any) -> Tensor:
-        return torch.as_tensor(m != 0)
+        return torch.as_tensor(m != 0).to(torch.int32)
 
     common = _common.common_fields(environment, key)
     params = _common.params_of(environment)
@@ -229,9 +233,9 @@ class SpaceInvaders(_common.MinAtarEnv):
         zero = torch.zeros_like(key[..., 0])
         return SpaceInvadersState(
             pos=zero + 5,
-            alien=_first_wave(zero).clone(),
-            f_bullet=torch.zeros((*zero.shape, 10, 10), dtype=torch.bool, device=key.device),
-            e_bullet=torch.zeros((*zero.shape, 10, 10), dtype=torch.bool, device=key.device),
+            alien=_first_wave(zero).to(torch.int32),
+            f_bullet=torch.zeros((*zero.shape, 10, 10), dtype=torch.int32, device=key.device),
+            e_bullet=torch.zeros((*zero.shape, 10, 10), dtype=torch.int32, device=key.device),
             alien_dir=zero - 1,
             enemy_move_interval=zero + params.enemy_move_interval,
             alien_move_timer=zero + params.enemy_move_interval,
@@ -253,7 +257,8 @@ class SpaceInvaders(_common.MinAtarEnv):
     def observe(self, state: SpaceInvadersState) -> Tensor:
         """``Environment.state()``: float [..., 10, 10, 6]."""
         cannon = _common.cells(torch.full_like(state.pos, 9), state.pos)
-        left = state.alien & (state.alien_dir < 0)[..., None, None]
-        right = state.alien & (state.alien_dir >= 0)[..., None, None]
-        channels = [cannon, state.alien, left, right, state.f_bullet, state.e_bullet]
+        alien = state.alien != 0
+        left = alien & (state.alien_dir < 0)[..., None, None]
+        right = alien & (state.alien_dir >= 0)[..., None, None]
+        channels = [cannon, alien, left, right, state.f_bullet != 0, state.e_bullet != 0]
         return _common.observation(channels, self.dtype)
