@@ -225,7 +225,11 @@ def main() -> None:
             env_steps["fxrl_compiled_options"] = args.steps * args.batch
         gymnax = None
         if use_gymnax:
-            gymnax = GymnaxRunner(args.jax_python, env_id, args.batch, args.steps, args.threads)
+            try:
+                gymnax = GymnaxRunner(args.jax_python, env_id, args.batch, args.steps, args.threads)
+            except RuntimeError as e:  # gymnax has no such game (0.0.9 has no Seaquest)
+                print(json.dumps({"env": env_id, "impl": "gymnax", "skipped": str(e)}), flush=True)
+        if gymnax is not None:
             runs["gymnax"] = gymnax
             env_steps["gymnax"] = args.steps * args.batch
             compile_times["gymnax"] = gymnax.info["compile_s"]
