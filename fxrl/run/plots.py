@@ -121,12 +121,7 @@ def plot_runs(
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
     fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return _save(fig, path)
 
 
 def plot_sweep(
@@ -182,6 +177,13 @@ def plot_sweep(
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    """Write ``fig`` to ``path`` atomically (a temporary file, then a rename) and close it."""
+    import matplotlib.pyplot as plt
+
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp)
