@@ -1,0 +1,84 @@
+"""PPO and recurrent PPO reproduce answers recorded before their refactor, bit for bit.
+
+``data/onpolicy_known_answer.json`` was written by this file (``python
+tests/algorithms/test_onpolicy_known_answer.py --record``) from the code before
+``fxrl.algorithms.onpolicy`` was split out of ``ppo.make``: two eager updates at one thread
+per case, every metric (as ``float.hex``) and a sha256 of every leaf of the final
+TrainState. A refactor that changes one bit of any number fails here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import sys
+
+import pytest
+import torch
+
+from fxrl import random, tree
+from fxrl.algorithms import core, ppo, recurrent_ppo
+
+DATA = pathlib.Path(__file__).parent / "data" / "onpolicy_known_answer.json"
+
+_PPO = {"num_envs": 4, "num_steps": 16, "update_epochs": 2, "num_minibatches": 2,
+        "total_steps": 256}  # fmt: skip
+_RNN = {"num_envs": 4, "num_steps": 8, "update_epochs": 2, "num_minibatches": 2,
+        "total_steps": 128, "rnn_hidden": 8}  # fmt: skip
+CASES = {
+    "ppo_discrete": (ppo, {**_PPO, "env": "CartPole-v1"}, 1),
+    "ppo_continuous": (ppo, {**_PPO, "env": "Pendulum-v1"}, 1),
+    "ppo_shared": (ppo, {**_PPO, "env": "CartPole-v1", "shared": True}, 1),
+    "ppo_normalize_obs": (ppo, {**_PPO, "env": "Pendulum-v1", "normalize_obs": True}, 1),
+    "ppo_two_seeds": (ppo, {**_PPO, "env": "CartPole-v1", "anneal_lr": False}, 2),
+    "rppo_gru": (recurrent_ppo, {**_RNN, "cell": "gru"}, 1),
+    "rppo_lstm": (recurrent_ppo, {**_RNN, "cell": "lstm"}, 1),
+    "rppo_gru_two_seeds_staged": (recurrent_ppo, {**_RNN, "cell": "gru"}, 2),
+}
+
+
+def _digest(state: object) -> str:
+    h = hashlib.sha256()
+    for leaf in tree.leaves(state):
+        h.update(leaf.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _number(v: torch.Tensor) -> list:
+    return [float(x).hex() for x in v.double().flatten().tolist()]
+
+
+def run_case(name: str) -> dict:
+    module, fields, num_seeds = CASES[name]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        algo = module.make(module.Config(**fields))
+        if name.endswith("_staged"):  # the per-piece path core.batched compiles, run eager
+            init = core.batched(algo, num_seeds, False)[0]
+            update = algo.update.staged(num_seeds, False)
+        else:
+            init, update = core.batched(algo, num_seeds, False)
+        state = init(random.key(3))
+        out = {}
+        for i in range(2):
+            state, metrics = update(state)
+            out.update({f"{i}/{k}": _number(v) for k, v in sorted(metrics.items())})
+        out["state_sha256"] = _digest(state)
+        return out
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_updates_reproduce_the_recorded_answer(name: str) -> None:
+    want = json.loads(DATA.read_text())[name]
+    got = run_case(name)
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k] == want[k], f"{name}: {k} differs"
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
+    DATA.write_text(json.dumps({n: run_case(n) for n in sorted(CASES)}, indent=1) + "\n")
