@@ -238,8 +238,8 @@ _BUILT_ENVS: contextvars.ContextVar[Mapping[str, Env] | None] = contextvars.Cont
 )
 
 
-def make_env(env_id: str, check: Callable[[Env], None] | None = None) -> Env:
-    """``fxrl.envs.make(env_id)`` then ``check(env)`` (an algorithm's checks that the env
+def make_env(env_id: str, check: Callable[[Env], None] | None = None, **params: Any) -> Env:
+    """``fxrl.envs.make(env_id, **params)`` then ``check(env)`` (an algorithm's checks that the env
     suits it), as an algorithm's ``make`` calls it; inside a sweep's update, the env the
     sweep built and checked once before tracing, returned as it is. A sweep runs ``make``
     inside its vmapped (and compiled) update, where building or checking an env would
@@ -251,7 +251,7 @@ def make_env(env_id: str, check: Callable[[Env], None] | None = None) -> Env:
         return built[env_id]
     from fxrl import envs
 
-    env = envs.make(env_id)
+    env = envs.make(env_id, **params)
     if check is not None:
         check(env)
     return env

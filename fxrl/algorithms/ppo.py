@@ -18,12 +18,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from fxrl import distributions, envs, nn, objectives, optim, random, specs, transforms, tree
+from fxrl import (
+    _errors,
+    distributions,
+    envs,
+    nn,
+    objectives,
+    optim,
+    random,
+    specs,
+    transforms,
+    tree,
+)
 from fxrl.algorithms import core
 from fxrl.algorithms.core import Algorithm, check_config
 from fxrl.nn import initializers as inits
@@ -48,6 +60,10 @@ class Config:
     """
 
     env: str = "CartPole-v1"  # a pure env id (fxrl.envs.registered())
+    # overrides of the env's default params, passed to fxrl.envs.make(env, **env_params):
+    # (name, value) pairs or a dict, e.g. {"sticky_action_prob": 0.0} (CLI: --env-params
+    # sticky_action_prob 0 minimal_action_set True)
+    env_params: tuple[tuple[str, bool | int | float], ...] = ()
     num_envs: int = 4  # envs stepped together per seed
     num_steps: int = 128  # steps per env per update
     total_steps: int = 500_000  # env steps per seed for train()
@@ -70,6 +86,7 @@ class Config:
 
     def __post_init__(self) -> None:
         core.check_env_id(self)
+        _check_env_params(self)
         core.check_positive(
             self, "num_envs", "num_steps", "total_steps", "update_epochs", "num_minibatches"
         )
@@ -96,8 +113,44 @@ class Config:
         return cls(env=env, **{**TUNED.get(env, {}), **overrides})
 
 
+def _check_env_params(config: Config) -> None:
+    """``env_params`` as a tuple of (name, value) pairs sorted by name (a dict given is
+    converted), each name one of the env's params."""
+    given = config.env_params
+    pairs = given.items() if isinstance(given, Mapping) else given
+    ok = isinstance(pairs, tuple | list | type({}.items())) and all(
+        isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) for p in pairs
+    )
+    check_config(config, "env_params", ok, "a dict or (name, value) pairs of env params")
+    pairs = tuple(sorted((str(n), v) for n, v in pairs))
+    object.__setattr__(config, "env_params", pairs)
+    if not pairs:
+        return
+    names = [f.name for f in dataclasses.fields(envs.make(config.env).default_params)]
+    for name, _ in pairs:
+        if name not in names:
+            raise ValueError(_errors.unknown(name, names, f"{config.env} param",
+                                             where="ppo.Config.env_params"))  # fmt: skip
+
+
+# PureJaxRL's MinAtar settings (examples/brax_minatar.ipynb, "PPO Gymnax MinAtar"): 64 envs
+# x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, relu 64-64, 1e7 steps.
+_MINATAR = {
+    "num_envs": 64,
+    "num_steps": 128,
+    "total_steps": 10_000_000,
+    "update_epochs": 4,
+    "num_minibatches": 8,
+    "lr": 5e-3,
+    "activation": "relu",
+}
+
 # Settings per env behind the recorded runs (docs/results); Config.tuned(env) applies them.
 TUNED: dict[str, dict[str, Any]] = {
+    **{
+        f"{game}-MinAtar": dict(_MINATAR)
+        for game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+    },
     # Pendulum-v1: many more samples per update, a short horizon, normalised observations.
     "Pendulum-v1": {
         "num_envs": 16,
@@ -129,9 +182,13 @@ class TrainState:
 # ------------------------------------------------------------------------------ network
 
 
-def _network(config: Config, obs_dim: int, out_dim: int) -> nn.Model:
-    """``apply(net, x [..., obs_dim]) -> (policy head [..., out_dim], value [...])``;
-    orthogonal init (sqrt 2 hidden, 0.01 policy head, 1 value head) as PureJaxRL."""
+def _network(config: Config, obs_shape: tuple[int, ...], out_dim: int) -> nn.Model:
+    """``apply(net, x [..., *obs_shape]) -> (policy head [..., out_dim], value [...])``;
+    observations flattened to ``prod(obs_shape)`` inputs (PureJaxRL's
+    ``FlattenObservationWrapper`` for MinAtar's [10, 10, C]); orthogonal init (sqrt 2
+    hidden, 0.01 policy head, 1 value head) as PureJaxRL."""
+    obs_dim = math.prod(obs_shape)
+    flatten = len(obs_shape) > 1
     w, b, act, hid = inits.orthogonal(math.sqrt(2)), inits.zeros, config.activation, config.hidden
     if config.shared:
         torso = nn.mlp(obs_dim, hid[-1], hid[:-1], act, output_activation=act, w_init=w, b_init=b)
@@ -150,6 +207,7 @@ def _network(config: Config, obs_dim: int, out_dim: int) -> nn.Model:
         return net
 
     def apply(net: dict, x: Tensor) -> tuple[Tensor, Tensor]:
+        x = x.flatten(-len(obs_shape)) if flatten else x
         h = torso.apply(net["torso"], x) if torso is not None else x
         return heads[0].apply(net["actor"], h), heads[1].apply(net["critic"], h).squeeze(-1)
 
@@ -169,19 +227,18 @@ def make(config: Config) -> Algorithm:
     """PPO for ``config``: ``Algorithm(init, update, policy, config, env, steps_per_update)``."""
     if not isinstance(config, Config):
         raise TypeError(f"ppo.make: expected a ppo.Config, got {type(config).__name__}.")
-    env = core.make_env(config.env)
+    env = core.make_env(config.env, **dict(config.env_params))
     benv = envs.batch(env, config.num_envs)
     obs_spec, action_spec = env.observation_spec, env.action_spec
-    if not isinstance(obs_spec, specs.Box) or len(obs_spec.shape) != 1:
+    if not isinstance(obs_spec, specs.Box) or len(obs_spec.shape) == 0:
         raise ValueError(f"ppo.make: {config.env} has observations {obs_spec!r}; PPO's MLP "
-                         "needs a flat Box [obs_dim].")  # fmt: skip
+                         "needs a Box (flattened to prod(shape) inputs).")  # fmt: skip
     discrete = isinstance(action_spec, specs.Discrete)
     if not discrete and not (isinstance(action_spec, specs.Box) and len(action_spec.shape) == 1):
         raise ValueError(f"ppo.make: {config.env} has actions {action_spec!r}; PPO handles "
                          "Discrete(n) and flat Box [A] action specs.")  # fmt: skip
-    obs_dim = obs_spec.shape[0]
     out_dim = action_spec.n if discrete else action_spec.shape[0]
-    net = _network(config, obs_dim, out_dim)
+    net = _network(config, tuple(obs_spec.shape), out_dim)
     norm = transforms.observation_norm(running=True) if config.normalize_obs else None
     batch_size = config.num_envs * config.num_steps
     mb_size = batch_size // config.num_minibatches
@@ -202,7 +259,7 @@ def make(config: Config) -> Algorithm:
         return obs if norm is None else norm(obs, params["obs_norm"])
 
     def policy(params: dict, obs: Tensor, key: Tensor | None = None, mode: str = "mode") -> Tensor:
-        """Action for raw observations ``obs [..., obs_dim]``; continuous actions are
+        """Action for raw observations ``obs [..., *obs_shape]``; continuous actions are
         clipped into the action spec (the rollout keeps the unclipped sample)."""
         head, _ = net.apply(params["net"], preprocess(params, obs))
         action = distributions.draw(_distribution(params["net"], head, discrete), key, mode)
