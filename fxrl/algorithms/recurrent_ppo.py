@@ -33,14 +33,21 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from fxrl import distributions, envs, nn, objectives, optim, random, specs, transforms, tree
-from fxrl.algorithms import core
+from fxrl import distributions, envs, nn, random, specs, transforms, tree
+from fxrl.algorithms import core, onpolicy
 from fxrl.algorithms.core import check_config
-from fxrl.algorithms.ppo import _gae, _scan_loop, _split
 from fxrl.nn import initializers as inits
 
-__all__ = ["CELLS", "POSITIONS", "Config", "RecurrentAlgorithm", "TrainState", "evaluate",
-           "make", "train"]  # fmt: skip
+__all__ = [
+    "CELLS",
+    "POSITIONS",
+    "Config",
+    "RecurrentAlgorithm",
+    "TrainState",
+    "evaluate",
+    "make",
+    "train",
+]
 
 CELLS = ("gru", "lstm", "mlp")
 
@@ -66,7 +73,8 @@ class Config:
     mask_velocity: bool = True  # observe only POSITIONS[env]: a partially observable task
     cell: str = "gru"  # "gru", "lstm", or "mlp" (feed-forward baseline, carry unused)
     rnn_hidden: int = 64  # width of the recurrent core (and its carry)
-    hidden: int = 64  # width of the embedding before the core and of each head
+    hidden: tuple[int, ...] = (64,)  # layer sizes of the embedding before the core and of
+    # each head after it (PureJaxRL's ppo_rnn: one layer each)
     activation: str = "tanh"  # activation of the embedding and the heads
     num_envs: int = 16  # envs stepped together per seed
     num_steps: int = 32  # steps per env per update (the length of each trained sequence)
@@ -87,8 +95,16 @@ class Config:
     def __post_init__(self) -> None:
         core.check_env_id(self)
         check_config(self, "cell", self.cell in CELLS, f"one of {', '.join(map(repr, CELLS))}")
-        core.check_positive(self, "rnn_hidden", "hidden", "num_envs", "num_steps",
-                            "total_steps", "update_epochs", "num_minibatches")  # fmt: skip
+        core.check_positive(
+            self,
+            "rnn_hidden",
+            "num_envs",
+            "num_steps",
+            "total_steps",
+            "update_epochs",
+            "num_minibatches",
+        )
+        _check_hidden(self)
         divisors = [d for d in range(1, self.num_envs + 1) if self.num_envs % d == 0]
         check_config(
             self,
@@ -98,10 +114,7 @@ class Config:
             "minibatches split the rollout over envs, keeping whole sequences",
             "Change num_minibatches or num_envs.",
         )
-        for f in ("lr", "clip_eps", "max_grad_norm"):
-            check_config(self, f, float(getattr(self, f)) > 0, "a positive number")
-        for f in ("gamma", "gae_lambda"):
-            check_config(self, f, 0.0 <= float(getattr(self, f)) <= 1.0, "a number in [0, 1]")
+        onpolicy.check_config(self)
         check_config(self, "mask_velocity", isinstance(self.mask_velocity, bool), "True or False")
         check_config(
             self,
@@ -110,6 +123,23 @@ class Config:
             f"False for {self.env}: no velocity mask is known for it (known: "
             f"{', '.join(POSITIONS)})",
         )
+
+
+def _check_hidden(config: Config) -> None:
+    h = config.hidden
+    if isinstance(h, int) and not isinstance(h, bool):
+        # recurrent PPO's hidden was one int before it became a tuple of sizes (as in every
+        # other algorithm); an old run's config.json still holds that int
+        check_config(
+            config,
+            "hidden",
+            False,
+            f"a tuple of layer sizes: write ({h},) for "
+            "the one-layer embedding and heads an int used to mean",
+        )
+    ok = isinstance(h, tuple) and len(h) > 0
+    ok = ok and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in h)
+    check_config(config, "hidden", ok, "a non-empty tuple of positive ints, e.g. (64,)")
 
 
 @tree.dataclass
@@ -150,23 +180,25 @@ def _network(config: Config, obs_dim: int, out_dim: int) -> tuple[nn.Model, Any]
     """``(apply(net, xs [T, *B, obs], carry, is_init [T, *B]) -> (head [T, *B, out],
     value [T, *B], carry), initial_carry)``: embedding, core, actor and critic heads.
     Orthogonal inits as PureJaxRL (sqrt 2 hidden, 0.01 policy head, 1 value head)."""
-    w, b, act, h = inits.orthogonal(math.sqrt(2)), inits.zeros, config.activation, config.hidden
-    embed = nn.mlp(obs_dim, h, (), act, output_activation=act, w_init=w, b_init=b)
+    w, b, act, hid = inits.orthogonal(math.sqrt(2)), inits.zeros, config.activation, config.hidden
+    h, width = hid[-1], config.rnn_hidden
+    embed = nn.mlp(obs_dim, h, hid[:-1], act, output_activation=act, w_init=w, b_init=b)
     if config.cell == "mlp":
-        cell = nn.mlp(h, config.rnn_hidden, (), act, output_activation=act, w_init=w, b_init=b)
-        rnn = nn.gru(h, config.rnn_hidden)  # only for its carry's shape
+        cell = nn.mlp(h, width, (), act, output_activation=act, w_init=w, b_init=b)
+        rnn = nn.gru(h, width)  # only for its carry's shape
     else:
         cell = None
-        rnn = (nn.gru if config.cell == "gru" else nn.lstm)(h, config.rnn_hidden)
-    heads = [nn.mlp(config.rnn_hidden, n, (h,), act, w_init=w, b_init=b,
-                    output_w_init=inits.orthogonal(s))
-             for n, s in ((out_dim, 0.01), (1, 1.0))]  # fmt: skip
+        rnn = (nn.gru if config.cell == "gru" else nn.lstm)(h, width)
+    heads = [
+        nn.mlp(width, n, hid, act, w_init=w, b_init=b, output_w_init=inits.orthogonal(s))
+        for n, s in ((out_dim, 0.01), (1, 1.0))
+    ]
 
     def init(key: Tensor) -> dict:
         k_embed, k_core, k_actor, k_critic = random.split(key, 4).unbind(-2)
         core_params = rnn.init(k_core) if cell is None else cell.init(k_core)
-        return {"embed": embed.init(k_embed), "core": core_params,
-                "actor": heads[0].init(k_actor), "critic": heads[1].init(k_critic)}  # fmt: skip
+        actor, critic = heads[0].init(k_actor), heads[1].init(k_critic)
+        return {"embed": embed.init(k_embed), "core": core_params, "actor": actor, "critic": critic}
 
     def apply(net: dict, xs: Tensor, carry: Any, is_init: Tensor) -> tuple[Tensor, Tensor, Any]:
         e = embed.apply(net["embed"], xs)
@@ -197,33 +229,30 @@ def make(config: Config) -> RecurrentAlgorithm:
     mask = transforms.select(POSITIONS[config.env]) if config.mask_velocity else None
     benv = envs.batch(env if mask is None else envs.transform(env, mask), config.num_envs)
     obs_spec, action_spec = benv.env.observation_spec, env.action_spec
+    where = f"recurrent_ppo.make: {config.env} has"
     if not isinstance(action_spec, specs.Discrete):
-        raise ValueError(f"recurrent_ppo.make: {config.env} has actions {action_spec!r}; "
-                         "recurrent PPO handles Discrete(n) actions.")  # fmt: skip
+        raise ValueError(f"{where} actions {action_spec!r}; recurrent PPO handles Discrete(n).")
     if not isinstance(obs_spec, specs.Box) or len(obs_spec.shape) != 1:
-        raise ValueError(f"recurrent_ppo.make: {config.env} has observations {obs_spec!r}; "
-                         "needs a flat Box [obs_dim].")  # fmt: skip
+        raise ValueError(f"{where} observations {obs_spec!r}; needs a flat Box [obs_dim].")
     net, zero_carry = _network(config, obs_spec.shape[0], action_spec.n)
     n, t_len = config.num_envs, config.num_steps
     mb_envs = n // config.num_minibatches
     steps_per_update = n * t_len
-    num_updates = max(1, config.total_steps // steps_per_update)
     grad_steps = config.update_epochs * config.num_minibatches
-
-    def lr_schedule(count: Tensor) -> Tensor:
-        done = torch.div(count, grad_steps, rounding_mode="floor").double()
-        return config.lr * (1.0 - done / num_updates).clamp(min=0.0)
-
-    opt = optim.chain(
-        optim.clip_by_global_norm(config.max_grad_norm),
-        optim.adam(lr_schedule if config.anneal_lr else config.lr, eps=1e-5),
-    )
+    num_updates = onpolicy.num_updates(config, steps_per_update)
+    opt, lr_at = onpolicy.make_optimizer(config, grad_steps, num_updates)
 
     def initial_carry(batch_shape: tuple[int, ...] = ()) -> Any:
         return zero_carry(tuple(batch_shape))
 
-    def policy(params: dict, obs: Tensor, carry: Any, is_init: Tensor, key: Tensor | None = None,
-               mode: str = "mode") -> tuple[Tensor, Any]:  # fmt: skip
+    def policy(
+        params: dict,
+        obs: Tensor,
+        carry: Any,
+        is_init: Tensor,
+        key: Tensor | None = None,
+        mode: str = "mode",
+    ) -> tuple[Tensor, Any]:
         """``(action [*B], carry)`` for the env's full observations ``obs [*B, obs_dim]``
         (masked here when ``mask_velocity``), the carry from the previous call and
         ``is_init [*B]`` bool, True on an episode's first observation."""
@@ -239,25 +268,29 @@ def make(config: Config) -> RecurrentAlgorithm:
         carry = tree.map(lambda z: z + ts.obs[:, :1, None] * 0, initial_carry((n,)))
         is_init = ts.obs[:, 0] == ts.obs[:, 0]
         zero = torch.zeros((), dtype=torch.int64)
-        return TrainState(params, opt.init(params["net"]), env_state, ts.obs, carry, is_init,
-                          k_state, zero, zero)  # fmt: skip
+        opt_state = opt.init(params["net"])
+        return TrainState(params, opt_state, env_state, ts.obs, carry, is_init, k_state, zero, zero)
 
     # -------------------------------------------------------------------------- collect
 
     def env_step(params: dict, c: tuple) -> tuple[tuple, dict]:
         env_state, obs, carry, is_init, key = c
-        key, k_act = _split(key)
+        key, k_act = onpolicy.split_key(key)
         head, value, carry = net.apply(params["net"], obs[None], carry, is_init[None])
         action, logp = _distribution(head[0]).sample_and_log_prob(k_act)
         env_state, ts = benv.step(env_state, action)
         done = ts.terminated | ts.truncated
-        info = ts.info
-        out = {"obs": obs, "is_init": is_init, "action": action, "log_prob": logp,
-               "value": value[0], "reward": ts.reward, "terminated": ts.terminated,
-               "truncated": ts.truncated, "final_obs": ts.obs, "carry_after": carry,
-               "episode_return": info["episode_return"],
-               "episode_length": info["episode_length"]}  # fmt: skip
-        return (env_state, info["next_obs"], carry, done, key), out
+        out = {
+            "obs": obs,
+            "is_init": is_init,
+            "action": action,
+            "log_prob": logp,
+            "value": value[0],
+            "final_obs": ts.obs,
+            "carry_after": carry,
+            **onpolicy.step_record(ts),
+        }
+        return (env_state, ts.info["next_obs"], carry, done, key), out
 
     # -------------------------------------------------------------------------- learn
 
@@ -268,12 +301,10 @@ def make(config: Config) -> RecurrentAlgorithm:
         carry_after = tree.map(lambda v: v.flatten(0, 1), traj["carry_after"])
         no_reset = torch.zeros_like(flat(traj["is_init"]))
         _, next_value, _ = net.apply(params["net"], flat(traj["final_obs"]), carry_after, no_reset)
-        advantage, target = _gae(config, traj, next_value[0].reshape(t_len, n))
+        advantage, target = onpolicy.advantages(traj, next_value[0].reshape(t_len, n), config)
         batch = {k: traj[k] for k in ("obs", "is_init", "action", "log_prob", "value")}
         batch["advantage"], batch["value_target"] = advantage, target
-        done = traj["terminated"] | traj["truncated"]
-        report = core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
-        return {"seq": batch, "carry": carry0}, report
+        return {"seq": batch, "carry": carry0}, onpolicy.episode_report(traj)
 
     def loss_fn(net_params: dict, mb: dict) -> tuple[Tensor, dict]:
         seq = mb["seq"]
@@ -282,38 +313,30 @@ def make(config: Config) -> RecurrentAlgorithm:
             head, value, _ = net.apply(p, obs, mb["carry"], seq["is_init"])
             return _distribution(head), value
 
-        return objectives.ppo_loss(
-            forward, None, net_params, seq, clip_eps=config.clip_eps, vf_coef=config.vf_coef,
-            ent_coef=config.ent_coef, clip_value=config.clip_eps if config.clip_value else None,
-            normalize_advantage=config.normalize_advantages,
-        )  # fmt: skip
+        return onpolicy.clipped_loss(forward, net_params, seq, config)
 
     def grad_step(c: tuple, mb: dict) -> tuple[tuple, dict]:
-        net_params, opt_state = c
-        grads, metrics = torch.func.grad(loss_fn, has_aux=True)(net_params, mb)
-        updates, opt_state = opt.update(grads, opt_state, net_params)
-        return (optim.apply_updates(net_params, updates), opt_state), metrics
+        net_params, opt_state, metrics = onpolicy.gradient_step(loss_fn, opt, *c, mb)
+        return (net_params, opt_state), metrics
 
     def shuffle(batch: dict, key: Tensor) -> tuple[dict, Tensor]:
         # Minibatches of whole sequences: permute envs (dim 1 of [T, N]; dim 0 of the carry).
-        key, k_perm = _split(key)
-        perm = random.permutation(k_perm, n)
-        cut_t = lambda v: v[:, perm].reshape(t_len, config.num_minibatches, mb_envs,
-                                             *v.shape[2:]).movedim(1, 0)  # fmt: skip
-        cut_c = lambda v: v[perm].reshape(config.num_minibatches, mb_envs, *v.shape[1:])
+        key, k_perm = onpolicy.split_key(key)
+        perm, cuts = random.permutation(k_perm, n), (config.num_minibatches, mb_envs)
+        cut_t = lambda v: v[:, perm].reshape(t_len, *cuts, *v.shape[2:]).movedim(1, 0)
+        cut_c = lambda v: v[perm].reshape(*cuts, *v.shape[1:])
         return {"seq": tree.map(cut_t, batch["seq"]), "carry": tree.map(cut_c, batch["carry"])}, key
 
     def finish(state: TrainState, c: tuple, learned: tuple, report: dict, metrics: dict):
         env_state, obs, carry, is_init, _ = c
         net_params, opt_state, key = learned
-        steps_done = state.steps + steps_per_update
-        out = {**report, **{k: v.mean() for k, v in metrics.items()}}
-        out["lr"] = lr_schedule(state.updates * grad_steps).float() if config.anneal_lr else (
-            torch.tensor(config.lr))  # fmt: skip
-        out["steps"] = steps_done
-        new = TrainState({"net": net_params}, opt_state, env_state, obs, carry, is_init, key,
-                         steps_done, state.updates + 1)  # fmt: skip
-        return new, out
+        steps = state.steps + steps_per_update
+        out = onpolicy.update_metrics(report, metrics, lr_at(state.updates), steps)
+        params = {"net": net_params}
+        updates = state.updates + 1
+        return TrainState(
+            params, opt_state, env_state, obs, carry, is_init, key, steps, updates
+        ), out
 
     def build(wrap: Any, loop: Any) -> Any:
         """One update from its pieces, as ``ppo.make``'s: pieces through ``wrap``
@@ -343,7 +366,7 @@ def make(config: Config) -> RecurrentAlgorithm:
 
         return update
 
-    update = build(lambda f: f, _scan_loop)
+    update = build(lambda f: f, core.scan)
     update.staged = lambda num_seeds, compile: build(  # type: ignore[attr-defined]
         core.staged_wrap(num_seeds, compile), core.staged_loop(num_seeds)
     )
@@ -353,8 +376,9 @@ def make(config: Config) -> RecurrentAlgorithm:
 # ------------------------------------------------------------------------------ evaluate
 
 
-def evaluate(algo: RecurrentAlgorithm, params: dict, episodes: int = 10, *, seed: int = 0,
-             mode: str = "mode") -> Tensor:  # fmt: skip
+def evaluate(
+    algo: RecurrentAlgorithm, params: dict, episodes: int = 10, *, seed: int = 0, mode: str = "mode"
+) -> Tensor:
     """Returns of ``episodes`` episodes in gymnasium's own env of the config's id (reset
     with seeds ``seed, seed+1, ...``), the carry fed back each step and reset by
     ``is_init`` on the first; the policy applies the velocity mask to gymnasium's
@@ -372,8 +396,8 @@ def evaluate(algo: RecurrentAlgorithm, params: dict, episodes: int = 10, *, seed
             while not done:
                 key, sub = random.split(key).unbind(0)
                 x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype)
-                action, carry = algo.policy(params, x, carry, is_init,
-                                            sub if mode != "mode" else None, mode=mode)  # fmt: skip
+                k_act = sub if mode != "mode" else None
+                action, carry = algo.policy(params, x, carry, is_init, k_act, mode=mode)
                 obs, reward, terminated, truncated, _ = env.step(int(action))
                 total += float(reward)
                 done, is_init = terminated or truncated, torch.tensor(False)
@@ -382,8 +406,14 @@ def evaluate(algo: RecurrentAlgorithm, params: dict, episodes: int = 10, *, seed
     return torch.tensor(returns, dtype=torch.float64)
 
 
-def train(config: Config, key: Tensor, num_seeds: int = 1, *, compile: bool | str = True,
-          callback: Any = None) -> tuple[TrainState, dict]:  # fmt: skip
+def train(
+    config: Config,
+    key: Tensor,
+    num_seeds: int = 1,
+    *,
+    compile: bool | str = True,
+    callback: Any = None,
+) -> tuple[TrainState, dict]:
     """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program;
     ``(state, metrics)`` as ``ppo.train``."""
     algo = make(config)

@@ -8,7 +8,7 @@ tasks is a batch of TrainStates whose env states hold different params, and
     env_params = tasks.sample_params(env, key, 8, {"length": (0.25, 1.0), "masspole": (0.05, 0.5)})
     algo = ppo.make(ppo.Config(env="CartPole-v1"))
     state = tasks.init_tasks(algo, key, env_params)       # TrainState with a leading [8] dim
-    update = tasks.update_tasks(algo, 8)                  # vmap(algo.update) (or compiled)
+    update = tasks.update_tasks(algo, 8)                  # vmap(algo.update), compiled
     state, metrics = update(state)                        # metrics [8] per task
     returns = tasks.evaluate_tasks(algo, state.params, env_params)   # [8, episodes], pure env
 
@@ -19,7 +19,6 @@ tasks is a batch of TrainStates whose env states hold different params, and
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
 import math
 from collections.abc import Callable, Mapping
@@ -29,6 +28,7 @@ import torch
 from torch import Tensor
 
 from fxrl import envs, random, tree
+from fxrl._errors import unknown
 from fxrl.algorithms.core import Algorithm, _contiguous, batched
 from fxrl.envs.core import Env, params_as_tensors
 
@@ -54,11 +54,8 @@ def _fields(env: Env) -> list[str]:
 def _check_name(fn: str, env: Env, name: str) -> None:
     names = _fields(env)
     if name not in names:
-        close = difflib.get_close_matches(name, names, 1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ValueError(
-            f"{fn}: {type(env.default_params).__name__} has no param {name!r}.{hint} "
-            f"Params: {', '.join(names)}."
+            unknown(name, names, f"{type(env.default_params).__name__} param", where=fn)
         )
 
 
@@ -171,15 +168,25 @@ def init_tasks(algo: Algorithm, key: Tensor, env_params: Any) -> Any:
 
 
 def update_tasks(
-    algo: Algorithm, num_tasks: int, compile: bool | str = False
+    algo: Algorithm, num_tasks: int, compile: bool | str = True
 ) -> Callable[[Any], tuple[Any, dict]]:
-    """``update(state) -> (state, metrics)`` for TrainStates [num_tasks]: ``vmap(algo.update)``,
-    or with ``compile`` the compiled pieces of ``core.batched`` (the same numbers)."""
-    if not isinstance(num_tasks, int) or num_tasks < 1:
+    """``update(state) -> (state, metrics)`` for TrainStates [num_tasks]: ``vmap(algo.update)``
+    compiled as ``core.batched`` compiles seeds (``compile=True``, the default: the same
+    numbers, to float rounding), a ``torch.compile`` backend name, or ``compile=False``
+    for the eager vmap (debugging; a few updates, where compiling would cost more)."""
+    if not isinstance(num_tasks, int) or isinstance(num_tasks, bool) or num_tasks < 1:
         raise ValueError(f"update_tasks: num_tasks must be a positive int, got {num_tasks!r}.")
-    if num_tasks == 1:
-        return torch.func.vmap(algo.update)
-    return batched(algo, num_tasks, compile)[1]
+    if num_tasks > 1:
+        return batched(algo, num_tasks, compile)[1]
+    # one task keeps its leading [1] dim, which core.batched drops for one seed
+    update = torch.func.vmap(algo.update)
+    if compile is True:
+        from fxrl.compile import compile as fxrl_compile
+
+        return fxrl_compile(update)
+    if compile:
+        return torch.compile(update, backend=compile, fullgraph=True, dynamic=False)
+    return update
 
 
 # ------------------------------------------------------------------------------ evaluate

@@ -41,7 +41,7 @@ def test_vmapped_task_training_equals_a_python_loop_over_tasks(env_id, ranges):
     env_params = tasks.sample_params(env, random.key(7), 3, ranges)
     algo = ppo.make(ppo.Config(env=env_id, **SMALL))
     state = tasks.init_tasks(algo, key, env_params)
-    update = tasks.update_tasks(algo, 3)
+    update = tasks.update_tasks(algo, 3, compile=False)
     state, metrics = update(state)
     expected_state, expected_metrics = _loop_over_tasks(algo, key, env_params, 1)
     assert_trees_close(state, expected_state, rtol=1e-5, atol=1e-6)
@@ -57,7 +57,7 @@ def test_task_params_change_what_an_agent_sees():
     """The same key with other env params gives another trajectory: the params are used."""
     algo = ppo.make(ppo.Config(env="CartPole-v1", **SMALL))
     env_params = tasks.task_params(envs.make("CartPole-v1"), length=[0.5, 1.0])
-    state, _ = tasks.update_tasks(algo, 2)(tasks.init_tasks(algo, random.key(0), env_params))
+    state, _ = tasks.update_tasks(algo, 2, compile=False)(tasks.init_tasks(algo, random.key(0), env_params))
     default = algo.init(random.split(random.key(0), 2)[1])
     default, _ = algo.update(default)
     assert not torch.allclose(state.obs[1], default.obs)
@@ -93,7 +93,7 @@ def test_sample_params_with_other_keys_gives_other_tasks():
 @pytest.mark.parametrize(
     ("ranges", "num", "match"),
     [
-        ({"lenght": (0.2, 1.0)}, 4, r"no param 'lenght'\. Did you mean 'length'\?"),
+        ({"lenght": (0.2, 1.0)}, 4, r"unknown CartPoleParams param 'lenght'\. Did you mean 'length'\?"),
         ({"length": (1.0, 0.2)}, 4, r"ranges\['length'\] = \(1\.0, 0\.2\); expected \(low, high\)"),
         ({"length": (0.2, math.inf)}, 4, r"finite low <= high"),
         ({"length": (0.2,)}, 4, r"ranges\['length'\] = \(0\.2,\)"),
