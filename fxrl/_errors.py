@@ -15,20 +15,42 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NoReturn
 
 __all__ = ["ArgumentParser", "UsageError", "closest", "unknown"]
 
 
-def closest(name: object, valid: Iterable[object], cutoff: float = 0.6) -> str | None:
-    """The valid name most like ``name`` (difflib's ratio >= ``cutoff``), or None."""
-    found = difflib.get_close_matches(str(name), [str(v) for v in valid], 1, cutoff)
-    return found[0] if found else None
+def closest(
+    name: object,
+    valid: Iterable[object],
+    cutoff: float = 0.6,
+    key: Callable[[str], str] | None = None,
+) -> str | None:
+    """The valid name most like ``name`` (difflib's ratio >= ``cutoff``), or None.
+
+    ``key`` (optional) normalizes both sides before they are compared ("ALE/Pongg-v5" and
+    "pongg"); the name returned is the valid one as given.
+    """
+    valid = [str(v) for v in valid]
+    if key is None:
+        found = difflib.get_close_matches(str(name), valid, 1, cutoff)
+        return found[0] if found else None
+    keyed = {}
+    for v in valid:
+        keyed.setdefault(key(v), v)
+    found = difflib.get_close_matches(key(str(name)), list(keyed), 1, cutoff)
+    return keyed[found[0]] if found else None
 
 
 def unknown(
-    name: object, valid: Iterable[object], what: str, *, where: str = "", cutoff: float = 0.6
+    name: object,
+    valid: Iterable[object],
+    what: str,
+    *,
+    where: str = "",
+    cutoff: float = 0.6,
+    key: Callable[[str], str] | None = None,
 ) -> str:
     """The message for ``name``, which is not one of ``valid``.
 
@@ -38,12 +60,13 @@ def unknown(
       what: what ``name`` was meant to be ("env id", "mode", "activation").
       where: the function or command that refused it (a ``where: `` prefix), or "".
       cutoff: how alike (difflib's ratio, 0..1) a name must be to be suggested.
+      key: normalizes names before they are compared (case, prefixes), or None.
     Returns:
       ``"{where}: unknown {what} {name!r}. Did you mean {close!r}? Expected one of: a, b."``
       (no suggestion when nothing is close enough).
     """
     valid = [str(v) for v in valid]
-    guess = closest(name, valid, cutoff)
+    guess = closest(name, valid, cutoff, key)
     hint = f" Did you mean {guess!r}?" if guess is not None else ""
     prefix = f"{where}: " if where else ""
     return f"{prefix}unknown {what} {name!r}.{hint} Expected one of: {', '.join(valid)}."

@@ -11,6 +11,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from fxrl._errors import unknown
 from fxrl.algorithms.core import Algorithm
 
 __all__ = ["NAMES", "Algorithm", "get"]
@@ -22,11 +23,7 @@ NAMES = ("ppo", "dqn", "sac", "td3", "recurrent_ppo")
 def get(name: str) -> ModuleType:
     """The algorithm module called ``name`` (``"ppo"``, ``"dqn"``...)."""
     if name not in NAMES:
-        import difflib
-
-        close = difflib.get_close_matches(name, NAMES, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown algorithm {name!r}; known: {', '.join(NAMES)}.{hint}")
+        raise ValueError(unknown(name, NAMES, "algorithm", where="fxrl.algorithms.get"))
     return importlib.import_module(f"fxrl.algorithms.{name}")
 
 

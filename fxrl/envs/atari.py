@@ -12,21 +12,29 @@ are not pure (see ``fxrl.envs.host``); the screen pipeline is ``fxrl.transforms`
 
     pre = T.compose(T.to_tensor_image(), T.resize(84, 84, "nearest"), T.grayscale())
     env = fxrl.envs.transform(fxrl.envs.atari("Pong"), pre, T.step_counter())
+
+``screen_preprocess(84)`` gives that pipeline's float observations bit for bit, with the
+nearest resize done on the uint8 screen first (4.8x fewer pixels to convert to float), for
+policies exported with their preprocessing.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch import Tensor
 
+from fxrl import specs
+from fxrl._errors import unknown
 from fxrl.envs.atari_vector import AtariVector, atari_screen, vector_settings
 from fxrl.envs.host import HostEnv
+from fxrl.transforms.base import Transform
 
-__all__ = ["AtariVector", "atari", "atari_screen", "games"]
+__all__ = ["AtariVector", "atari", "atari_screen", "games", "screen_preprocess"]
 
 
 def _roms_dir() -> Path:
@@ -47,22 +55,28 @@ def _squash(name: str) -> str:
     return name.replace("_", "").replace("-", "").lower()
 
 
+def _game_name(game: str) -> str:
+    """The game in an id: "Pong" for "ALE/Pong-v5" or "PongNoFrameskip-v4"."""
+    return game.removeprefix("ALE/").split("-v")[0].removesuffix("NoFrameskip")
+
+
+def _squash_id(game: str) -> str:
+    return _squash(_game_name(game))
+
+
 def _rom(game: str) -> str:
     """ale-py's ROM id of ``game``: "Pong", "pong", "ALE/Pong-v5", "SpaceInvaders" and
     "space_invaders" all work."""
     import ale_py.roms
 
-    name = game.removeprefix("ALE/").split("-v")[0].removesuffix("NoFrameskip")
     known = {_squash(g): g for g in ale_py.roms.get_all_rom_ids()}
     installed = games()
-    rom = known.get(_squash(name))
+    rom = known.get(_squash(_game_name(game)))
     if rom is None:
-        close = difflib.get_close_matches(name.lower(), list(known.values()), 3, cutoff=0.6)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise ValueError(
-            f"fxrl.envs.atari: unknown game {game!r}.{hint} Known games: "
-            f"{', '.join(installed) or 'none (no ROMs installed)'}."
-        )
+        # The games that would work; with no ROMs here, the ones ale-py knows of.
+        valid = installed or sorted(known.values())
+        message = unknown(game, valid, "game", where="fxrl.envs.atari", key=_squash_id)
+        raise ValueError(message + ("" if installed else " (No ROMs are installed.)"))
     if rom not in installed:
         raise FileNotFoundError(
             f"fxrl.envs.atari: no ROM for {game!r} ({rom}.bin) in {_roms_dir()}"
@@ -249,3 +263,61 @@ def atari(
         info_keys=("lives",),
         call=f"fxrl.envs.atari({', '.join(shown)}",
     )
+
+
+class ScreenPreprocess(Transform):
+    """uint8 screens ``[..., H, W, 3]`` -> float ``[..., C, height, width]`` in [0, 1]:
+    nearest-resize by indexing the uint8 screen, then to float, / 255, and (optionally)
+    luma. The same numbers as ``compose(to_tensor_image(), resize(h, w, mode),
+    grayscale())``: nearest resize only picks pixels, so picking them before the
+    conversion changes nothing but how many get converted."""
+
+    def __init__(self, height: int, width: int, mode: str, gray: bool) -> None:
+        modes = ("nearest", "nearest-exact")
+        if mode not in modes:
+            raise ValueError(unknown(mode, modes, "mode", where="screen_preprocess"))
+        self.size, self.mode, self.gray = (height, width), mode, gray
+        self._index: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}
+
+    def _rows_cols(self, in_h: int, in_w: int) -> tuple[Tensor, Tensor]:
+        """The source row and column of each output pixel, as F.interpolate picks them."""
+        if (in_h, in_w) not in self._index:
+            # interpolate the coordinates themselves: exactly torch's rounding of the scale
+            grid = torch.arange(max(in_h, in_w), dtype=torch.float32)
+            rows = F.interpolate(grid[:in_h].view(1, 1, in_h), self.size[0], mode=self.mode)
+            cols = F.interpolate(grid[:in_w].view(1, 1, in_w), self.size[1], mode=self.mode)
+            self._index[in_h, in_w] = (rows.view(-1).long(), cols.view(-1).long())
+        return self._index[in_h, in_w]
+
+    def __call__(self, obs: Tensor, state: Any = None) -> Tensor:
+        if obs.dtype != torch.uint8 or obs.ndim < 3 or obs.shape[-1] != 3:
+            raise ValueError(
+                "screen_preprocess: expects uint8 RGB screens [..., H, W, 3], got "
+                f"{obs.dtype} of shape {list(obs.shape)}."
+            )
+        rows, cols = self._rows_cols(obs.shape[-3], obs.shape[-2])
+        small = obs.index_select(-3, rows).index_select(-2, cols)  # uint8 [..., h, w, 3]
+        x = small.movedim(-1, -3).float() / 255.0
+        if not self.gray:
+            return x
+        r, g, b = x.unbind(-3)
+        return (0.2989 * r + 0.587 * g + 0.114 * b).unsqueeze(-3)
+
+    def observation_spec(self, spec: Any) -> specs.Box:
+        shape = (*spec.shape[:-3], 1 if self.gray else 3, *self.size)
+        return specs.Box(0.0, 1.0, shape, dtype=torch.float32)
+
+    def __repr__(self) -> str:
+        h, w = self.size
+        return f"screen_preprocess({h}, {w}, {self.mode!r}, grayscale={self.gray})"
+
+
+def screen_preprocess(
+    height: int = 84, width: int | None = None, mode: str = "nearest", grayscale: bool = True
+) -> Transform:
+    """Raw uint8 screens ``[..., H, W, 3]`` to float ``[..., 1, height, width]`` (or 3
+    channels without ``grayscale``), equal bit for bit to ``T.compose(T.to_tensor_image(),
+    T.resize(height, width, mode), T.grayscale())``, cheaper: the nearest resize picks
+    pixels of the uint8 screen before anything becomes float. Leading dims (a batch, a
+    stack of frames) are kept. ``mode``: "nearest" or "nearest-exact"."""
+    return ScreenPreprocess(height, height if width is None else width, mode, grayscale)

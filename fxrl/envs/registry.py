@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any
 
 import torch
 
+from fxrl._errors import unknown
 from fxrl.envs.acrobot import Acrobot
 from fxrl.envs.bsuite import Catch, DeepSea, DiscountingChain, MemoryChain, UmbrellaChain
 from fxrl.envs.cartpole import CartPole
@@ -79,26 +79,18 @@ def make(
       ``episode_stats(auto_reset(time_limit(Env(dtype), max_steps)))`` (parts as asked).
     """
     if id not in _REGISTRY:
-        close = difflib.get_close_matches(id, list(_REGISTRY), 1, cutoff=0.4)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"fxrl.envs.make: unknown env id {id!r}.{hint} Known ids: "
-            f"{', '.join(_REGISTRY)}. Host envs: fxrl.envs.gym(id)."
-        )
+        message = unknown(id, _REGISTRY, "env id", where="fxrl.envs.make", cutoff=0.4)
+        raise ValueError(f"{message} Host envs: fxrl.envs.gym(id).")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"fxrl.envs.make: dtype must be a float torch dtype, got {dtype!r}.")
     cls, limit = _REGISTRY[id]
     env = cls(dtype=dtype)
     if params:
         names = [f.name for f in dataclasses.fields(env.default_params)]
-        unknown = [k for k in params if k not in names]
-        if unknown:
-            close = [difflib.get_close_matches(u, names, 1) for u in unknown]
-            hint = "".join(f" Did you mean {c[0]!r}?" for c in close if c)
-            raise TypeError(
-                f"fxrl.envs.make({id!r}): unknown params {unknown}; {cls.__name__} "
-                f"params are {names}.{hint}"
-            )
+        for name in params:
+            if name not in names:
+                where = f"fxrl.envs.make({id!r})"
+                raise TypeError(unknown(name, names, f"{cls.__name__} param", where=where))
         env.default_params = env.default_params.replace(**params)
     limit = limit if max_steps is _DEFAULT else max_steps
     if limit is not None:

@@ -7,12 +7,13 @@ model holds state; ensembles are ``torch.func.vmap(init)(random.split(key, n))``
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
+
+from fxrl._errors import unknown
 
 __all__ = [
     "ACTIVATIONS",
@@ -118,9 +119,5 @@ def activation_fn(
         return activation
     if isinstance(activation, str) and activation in ACTIVATIONS:
         return ACTIVATIONS[activation]
-    close = difflib.get_close_matches(str(activation), ACTIVATIONS, 1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ValueError(
-        f"unknown activation {activation!r}; known: {sorted(ACTIVATIONS)}, or pass "
-        f"a callable tensor -> tensor.{hint}"
-    )
+    message = unknown(activation, sorted(ACTIVATIONS), "activation")
+    raise ValueError(f"{message} Or pass a callable tensor -> tensor.")

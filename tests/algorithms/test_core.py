@@ -91,6 +91,16 @@ def test_check_env_id_names_the_field_the_value_and_the_closest_id():
         core.check_env_id(_Config(env="CartPol-v1"))
 
 
+def test_get_names_the_closest_algorithm_and_the_known_ones():
+    from fxrl import algorithms
+
+    assert algorithms.get("dqn").__name__ == "fxrl.algorithms.dqn"
+    with pytest.raises(ValueError, match=r"^fxrl.algorithms.get: unknown algorithm 'ppp'\. "
+                       r"Did you mean 'ppo'\? Expected one of: ppo, dqn, sac, td3, "
+                       r"recurrent_ppo\.$"):  # fmt: skip
+        algorithms.get("ppp")
+
+
 def test_check_positive_names_the_field_and_what_is_allowed():
     with pytest.raises(ValueError, match=r"_Config: num_envs=0 is not allowed; expected a pos"):
         core.check_positive(_Config(num_envs=0), "num_envs")

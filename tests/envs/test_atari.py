@@ -76,10 +76,13 @@ def test_preprocessing_as_env_transform_and_as_policy_preprocessing_gives_identi
 def test_unknown_game_names_the_known_games():
     with pytest.raises(
         ValueError,
-        match=r"unknown game 'Pongg'. Did you mean 'pong'\? "
-        r"Known games: .*breakout.*pong",
+        match=r"unknown game 'Pongg'\. Did you mean 'pong'\? "
+        r"Expected one of: .*breakout.*pong",
     ):
         envs.atari("Pongg")
+    # A full id is compared by its game, without the prefix and version.
+    with pytest.raises(ValueError, match=r"unknown game 'ALE/Pongg-v5'\. Did you mean 'pong'\?"):
+        envs.atari("ALE/Pongg-v5")
     assert "space_invaders" in games()
     assert repr(envs.atari("SpaceInvaders")) == 'atari("SpaceInvaders")'
 

@@ -145,7 +145,7 @@ def test_make_passes_the_packages_params_and_the_games_constants():
     assert float(params.sticky_action_prob) == 0.0 and not bool(params.difficulty_ramping)
     assert int(params.shot_cool_down) == 2 and int(params.enemy_move_interval) == 12
     assert SpaceInvaders().default_params.sticky_action_prob == 0.1
-    with pytest.raises(TypeError, match="unknown params"):
+    with pytest.raises(TypeError, match="unknown SpaceInvaders param 'sticky_prob'"):
         envs.make(ID, sticky_prob=0.0)
 
 
