@@ -1,6 +1,7 @@
 """``fxrl`` on the command line (also ``python -m fxrl.cli``).
 
     fxrl train ppo --env CartPole-v1 --seeds 8 --total-steps 200000 --lr 3e-4
+    fxrl train ppo --env CartPole-v1 --tasks 8 --task-param length=0.25:1.0   # task ensemble
     fxrl resume runs/ppo-CartPole-v1-...           # continue an interrupted run
     fxrl eval DIR --episodes 10 --gymnasium        # greedy returns, also in gymnasium's env
     fxrl eval DIR --video agent.mp4                # also a video of the greedy agent (.gif)
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from fxrl._errors import ArgumentParser, UsageError, closest
+from fxrl._errors import ArgumentParser, UsageError, unknown
 
 __all__ = ["main"]
 
@@ -69,6 +70,13 @@ def _train(argv: list[str]) -> int:
         from fxrl.run.sweep import parse_flag
 
         kwargs["sweep"] = parse_flag(run.sweep)
+    if getattr(run, "task_param", ()) and getattr(run, "tasks", None) is None:
+        raise CliError("--task-param needs a task count: --tasks N (e.g. --tasks 8).")
+    if getattr(run, "tasks", None) is not None:  # a task ensemble (fxrl.run.tasks)
+        from fxrl.run import tasks
+
+        kwargs["tasks"] = run.tasks
+        kwargs["task_ranges"] = tasks.parse_flag(run.task_param) or None
     result = train(
         name, config, out, num_seeds=flag("seeds"), seed=flag("seed"), compile=flag("compile"),
         quiet=flag("quiet"), tensorboard=flag("tensorboard"),
@@ -266,7 +274,7 @@ def _plot(argv: list[str]) -> int:
     p.add_argument("--metric", default="episode_return", help="metric per seed to plot")
     p.add_argument("--title", default=None, help="figure title")
     a = p.parse_args(argv)
-    if len(a.dirs) == 1 and _is_sweep(a.dirs[0]):  # one panel per combination
+    if len(a.dirs) == 1 and _is_sweep(a.dirs[0]):  # one panel per combination or task
         from fxrl.run.plots import plot_sweep
 
         print(plot_sweep(a.dirs[0], a.out, metric=a.metric, title=a.title))
@@ -279,9 +287,10 @@ def _is_sweep(run_dir: str) -> bool:
     import json
 
     try:
-        return bool(json.loads((Path(run_dir) / "config.json").read_text()).get("sweep"))
+        info = json.loads((Path(run_dir) / "config.json").read_text())
     except (OSError, ValueError):
         return False
+    return bool(info.get("sweep") or info.get("tasks"))  # a grid: one panel per group
 
 
 def _demo(argv: list[str]) -> int:
@@ -322,9 +331,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     command, rest = argv[0], argv[1:]
     if command not in _HANDLERS:
-        close = closest(command, COMMANDS)
-        hint = f" Did you mean {close!r}?" if close else ""
-        _fail("fxrl", f"unknown command {command!r}.{hint} Commands: {', '.join(COMMANDS)}.")
+        _fail("fxrl", unknown(command, COMMANDS, "command"))
     try:
         code = _HANDLERS[command](rest)
     except KeyboardInterrupt:

@@ -23,7 +23,7 @@ from fxrl.run.metrics import read_rows
 FXRL = [sys.executable, "-m", "fxrl.cli"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 TRAIN = ["train", "ppo", "--env", "CartPole-v1", "--seeds", "2", "--total-steps", "4096"]
-TRAIN += ["--threads", "1"]
+TRAIN += ["--threads", "1", "--no-compile"]  # eager: these tests are not about compiling
 
 
 def fxrl(*args, check=True, timeout=600):
@@ -200,6 +200,7 @@ def test_the_progress_bar_in_a_terminal_shows_steps_rate_eta_and_returns(tmp_pat
     main, secondary = pty.openpty()
     env = {**ENV, "COLUMNS": "200", "TERM": "xterm"}
     args = ["train", "ppo", "--total-steps", "512", "--seeds", "2", "--out", tmp_path / "r"]
+    args += ["--no-compile"]
     proc = subprocess.Popen(
         [*FXRL, *map(str, args)], stdout=secondary, stderr=secondary, env=env, close_fds=True
     )

@@ -93,7 +93,7 @@ def sites(tmp_path_factory):
     out = {}
     for env_id in ENVS:
         config = ppo.Config(env=env_id, total_steps=512)
-        train("ppo", config, root / "runs" / env_id, num_seeds=1, quiet=True)
+        train("ppo", config, root / "runs" / env_id, num_seeds=1, quiet=True, compile=False)
         site = root / "sites" / env_id
         args = ["export", str(root / "runs" / env_id), "--format", "web", "--out", str(site)]
         if env_id == "CartPole-v1":

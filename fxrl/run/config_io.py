@@ -89,14 +89,18 @@ def write_run_config(
     compile: bool,
     checkpoint_every: float | None = None,
     sweep: dict[str, Any] | None = None,
+    tasks: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``run_dir/config.json``: everything needed to rebuild and continue the run
     (``checkpoint_every``: the seconds between checkpoints, kept by ``resume``; ``sweep``:
-    ``{field: [values]}`` of a sweep run, ``num_seeds`` then counts seeds per combination)."""
+    ``{field: [values]}`` of a sweep run, ``num_seeds`` then counts seeds per combination;
+    ``tasks``: a task run's drawn tasks, ``fxrl.run.tasks.draw``, ``num_seeds`` then counts
+    seeds per task)."""
     info = {
         "algorithm": algorithm,
         "config": config_to_json(config),
         "sweep": {k: [float(v) for v in vs] for k, vs in sweep.items()} if sweep else None,
+        **({"tasks": tasks} if tasks else {}),
         "num_seeds": num_seeds,
         "seed": seed,
         "key": random.key(seed).tolist(),
@@ -144,7 +148,8 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
     ``info["num_seeds"]`` is the number of agents trained together (the leading dim of the
     run's TrainState and checkpoints): seeds x combinations in a sweep run, whose
     ``info["seeds"]`` is the seeds per combination (config.json's ``num_seeds``) and
-    ``info["sweep"]`` the sweep (None for a run without one).
+    ``info["sweep"]`` the sweep (None for a run without one); in a task run
+    (``info["tasks"]``, else None) seeds x tasks.
     """
     path = Path(run_dir) / "config.json"
     if not path.is_file():
@@ -162,6 +167,9 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
     info["config"] = config_from_json(algorithm_module(info["algorithm"]).Config, info["config"])
     info["sweep"] = info.get("sweep") or None
     info["seeds"] = info["num_seeds"]
+    info["tasks"] = info.get("tasks") or None
     if info["sweep"]:
         info["num_seeds"] = info["seeds"] * len(combinations(info["sweep"]))
+    elif info["tasks"]:
+        info["num_seeds"] = info["seeds"] * info["tasks"]["count"]
     return info

@@ -49,11 +49,18 @@ def seed_params(state: Any, seed: int) -> Any:
 
 @torch.no_grad()
 def evaluate_pure(
-    algo: Any, params: Any, key: torch.Tensor, episodes: int, max_steps: int = 100_000
+    algo: Any,
+    params: Any,
+    key: torch.Tensor,
+    episodes: int,
+    max_steps: int = 100_000,
+    env_params: Any = None,
 ) -> list[float]:
-    """Returns of ``episodes`` greedy episodes in ``algo.env``, played as one batch."""
+    """Returns of ``episodes`` greedy episodes in ``algo.env``, played as one batch
+    (``env_params``: one task's params, as a task run's agent trained on; default the
+    env's own)."""
     env = envs.batch(algo.env, episodes)
-    state, ts = env.reset(key)
+    state, ts = env.reset(key, env_params)
     total = torch.zeros(episodes, dtype=torch.float64)
     finished = torch.zeros(episodes, dtype=torch.bool)
     recurrent = is_recurrent(algo)
@@ -75,15 +82,20 @@ def evaluate_pure(
 
 
 def evaluate_gymnasium(
-    act: Callable[[np.ndarray], Any], env_id: str, episodes: int, seed: int = 0
+    act: Callable[[np.ndarray], Any],
+    env_id: str,
+    episodes: int,
+    seed: int = 0,
+    make: Callable[[], Any] | None = None,
 ) -> list[float]:
-    """Returns of ``episodes`` episodes of ``act(obs) -> action`` in ``gymnasium.make(env_id)``.
+    """Returns of ``episodes`` episodes of ``act(obs) -> action`` in ``gymnasium.make(env_id)``
+    (or ``make()``, e.g. a task's env from ``fxrl.algorithms.tasks.gymnasium_env``).
 
     Episode ``i`` starts from ``reset(seed=seed + i)``.
     """
     import gymnasium
 
-    env = gymnasium.make(env_id)
+    env = gymnasium.make(env_id) if make is None else make()
     returns = []
     try:
         for i in range(episodes):
@@ -154,8 +166,11 @@ def evaluate_run(
 ) -> dict[str, Any]:
     """Per-seed greedy returns of a run, written to ``run_dir/eval.json`` and returned.
 
-    Keys are agent indices (the seeds; in a sweep run ``combination * seeds + seed``,
-    named in ``result["labels"]``). ``pick`` (a sweep run): only that combination's seeds,
+    Keys are agent indices (the seeds; in a sweep run ``combination * seeds + seed``, in
+    a task run ``task * seeds + seed``, named in ``result["labels"]``; a task run's
+    agents play their own task's params, in gymnasium too where
+    ``fxrl.algorithms.tasks.gymnasium_env`` maps them). ``pick`` (a sweep run): only
+    that combination's seeds,
     ``"best"`` or a name such as ``"lr=3e-4,ent_coef=0.01"`` (``fxrl.run.sweep.pick``).
     """
     from fxrl.run import sweep
@@ -173,16 +188,31 @@ def evaluate_run(
         names = combination_names(info["sweep"])
         out["labels"] = {a: f"{names[a // info['seeds']]} seed {a % info['seeds']}"
                          for a in members}  # fmt: skip
+    task_params = None
+    if info["tasks"]:  # each agent plays its own task
+        from fxrl.run import tasks
+
+        task_params = tasks.agent_params(algo.env, info)
+        names = tasks.names(info)
+        out["labels"] = {a: f"{names[a // info['seeds']]} seed {a % info['seeds']}"
+                         for a in members}  # fmt: skip
     if gymnasium:
         out["gymnasium"] = {}
     env_id = info["config"].env
     for s in members:
         params = seed_params(state, s)
         key = random.fold_in(random.key(seed), s)
-        out["pure"][s] = evaluate_pure(algo, params, key, episodes)
+        task = None if task_params is None else tree.index(task_params, s)
+        out["pure"][s] = evaluate_pure(algo, params, key, episodes, env_params=task)
         if gymnasium:
+            make = None
+            if task is not None:
+                from fxrl.algorithms.tasks import gymnasium_env
+
+                gymnasium_env(env_id, task).close()  # an env without a mapping: its error now
+                make = lambda task=task: gymnasium_env(env_id, task)
             out["gymnasium"][s] = evaluate_gymnasium(
-                torch_actor(algo, params), env_id, episodes, seed
+                torch_actor(algo, params), env_id, episodes, seed, make=make
             )
     (Path(run_dir) / "eval.json").write_text(json.dumps(out, indent=1) + "\n")
     return out

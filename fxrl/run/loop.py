@@ -3,8 +3,9 @@
     result = train("ppo", ppo.Config(env="CartPole-v1"), "runs/cartpole", num_seeds=8)
     result = resume("runs/cartpole")          # continues an interrupted run, same key stream
 
-``num_seeds`` TrainStates are trained together by ``vmap(algo.update)`` (compiled with
-``compile=True``). After every iteration the loop appends one metrics row per seed, checks
+``num_seeds`` TrainStates are trained together by ``vmap(algo.update)`` (compiled by
+default, eager with ``compile=False``; a task ensemble's agents each run their own env
+params, ``fxrl.run.tasks``). After every iteration the loop appends one metrics row per seed, checks
 the losses and params are finite, and updates the progress bar; every ``checkpoint_every``
 seconds (and at the end, or on Ctrl-C) it writes ``checkpoints/latest.safetensors`` (the
 one before becomes ``previous.safetensors``) and, if the mean return across seeds is the
@@ -21,6 +22,7 @@ run killed before its first checkpoint starts again from its key.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
 import shutil
@@ -33,9 +35,10 @@ from typing import Any
 
 import torch
 
-from fxrl import tree
+from fxrl import random, tree
 from fxrl.algorithms.core import batched, check_sweep
 from fxrl.run import checkpoint
+from fxrl.run import tasks as run_tasks
 from fxrl.run.config_io import (
     algorithm_module,
     config_to_json,
@@ -80,8 +83,10 @@ def train(
     num_seeds: int = 1,
     seed: int = 0,
     total_steps: int | None = None,
-    compile: bool = False,
+    compile: bool = True,
     sweep: dict[str, list[float]] | None = None,
+    tasks: int | None = None,
+    task_ranges: dict[str, tuple[float, float]] | None = None,
     **loop_kw: Any,
 ) -> RunResult:
     """Train ``num_seeds`` agents of ``algorithm`` together, writing the run to ``run_dir``.
@@ -93,11 +98,17 @@ def train(
       num_seeds: agents trained together (one vmapped update).
       seed: the run's key is ``random.key(seed)``, split into one key per agent.
       total_steps: env steps per agent; defaults to ``config.total_steps``.
-      compile: ``torch.compile`` the batched update (faster for long runs; compiling
-        costs seconds to minutes).
+      compile: compile the batched update with ``fxrl.compile`` (the default, as every
+        entry point that runs an update again and again does; compiling costs seconds to
+        a minute once); False runs it eager (debugging, very short runs).
       sweep: ``{field: [values]}`` (``{"lr": [1e-4, 3e-4], "ent_coef": [0, 0.01]}``):
         every combination x ``num_seeds`` seeds, one vmapped update (``fxrl.run.sweep``);
         fields that can be swept: the algorithm module's ``SWEEPABLE``.
+      tasks: train a task ensemble (``fxrl.run.tasks``): ``tasks`` env variants x
+        ``num_seeds`` seeds as one vmapped update, each agent's envs running its task's
+        params (algorithms whose ``init`` takes ``env_params``: PPO).
+      task_ranges: ``{param: (low, high)}`` (``{"length": (0.25, 1.0)}``), each task's
+        param drawn uniform in its range; None: the env's own ``sample_params``.
       loop_kw: ``quiet``, ``tensorboard``, ``checkpoint_every``, ``plot_every``,
         ``max_iterations`` (stop after this many iterations, resumable).
     """
@@ -107,7 +118,15 @@ def train(
     algo = algorithm_module(algorithm).make(config)  # a bad config or env id fails first
     if sweep is not None:  # as must a bad sweep, or one that cannot compile
         sweep = {k: list(v) for k, v in check_sweep(config, sweep).items()}
+        module = algorithm_module(algorithm)
+        if compile is True and not getattr(module, "SWEEP_COMPILES", False):
+            raise ValueError(
+                f"train: a {algorithm} sweep runs eager only (its compiled program fails in "
+                "inductor); pass compile=False (fxrl train: --no-compile). ppo and dqn "
+                "sweeps compile."
+            )
         batched(algo, num_seeds, compile, sweep=sweep)
+    task_entry = _draw_tasks(algorithm, algo, config, tasks, task_ranges, sweep, seed)
     run_dir = Path(run_dir)
     if (run_dir / "config.json").exists():
         raise FileExistsError(
@@ -118,8 +137,36 @@ def train(
     write_run_config(
         run_dir, algorithm, config, num_seeds=num_seeds, seed=seed, total_steps=total,
         compile=compile, checkpoint_every=loop_kw.get("checkpoint_every"), sweep=sweep,
+        tasks=task_entry,
     )  # fmt: skip
     return _run(run_dir, read_run_config(run_dir), None, **loop_kw)
+
+
+def _draw_tasks(
+    algorithm: str,
+    algo: Any,
+    config: Any,
+    tasks: int | None,
+    ranges: dict[str, tuple[float, float]] | None,
+    sweep: Any,
+    seed: int,
+) -> dict[str, Any] | None:
+    """A task run's ``config.json`` entry (``fxrl.run.tasks.draw``), or None; bad task
+    settings fail here, before anything is written."""
+    if tasks is None:
+        if ranges:
+            raise ValueError("train: task ranges (--task-param) need a task count: --tasks N.")
+        return None
+    if sweep is not None:
+        raise ValueError(
+            "train: a run is a sweep or a task ensemble, not both; drop --sweep or --tasks."
+        )
+    if "env_params" not in inspect.signature(algo.init).parameters:
+        raise ValueError(
+            f"train: --tasks: {algorithm}'s init takes no env params, so its agents cannot "
+            "run a task each; task ensembles train with: ppo."
+        )
+    return run_tasks.draw(algo.env, getattr(config, "env", ""), tasks, ranges, seed)
 
 
 def resume(run_dir: str | Path, *, checkpoint_name: str = "latest", **loop_kw: Any) -> RunResult:
@@ -168,6 +215,12 @@ def _check_same_run(path: Path, meta: dict[str, Any], info: dict[str, Any]) -> N
         )
     here, there = config_to_json(info["config"]), meta.get("config") or {}
     diff = [k for k in there if here.get(k) != there[k]]
+    if meta.get("tasks") != info["tasks"]:
+        raise checkpoint.CheckpointError(
+            f"resume: {path} was written by a run with other tasks than the run's "
+            "config.json: it cannot continue this run exactly. Restore config.json, or "
+            "start a new run (fxrl train) with the new tasks."
+        )
     if meta.get("sweep") != info["sweep"]:
         raise checkpoint.CheckpointError(
             f"resume: {path} was written by a run with sweep {meta.get('sweep')!r}, the "
@@ -218,6 +271,14 @@ def build(info: dict[str, Any]) -> tuple[Any, Any]:
     leading agent dim (also for one seed), as ``fxrl.algorithms.core.batched`` inits it
     (a sweep run's agents: combinations x seeds)."""
     algo = algorithm_module(info["algorithm"]).make(info["config"])
+    if info.get("tasks"):  # agent t * seeds + s: seed s's key, task t's env params
+        key = torch.tensor(info["key"], dtype=torch.int64)
+        seeds = info["seeds"]
+        keys = key.unsqueeze(0) if seeds == 1 else random.split(key, seeds)
+        init = torch.func.vmap(lambda k, p: algo.init(k, env_params=p))
+        params = run_tasks.agent_params(algo.env, info)
+        state = init(keys.repeat(info["tasks"]["count"], 1), params)
+        return algo, tree.map(lambda x: x.clone(memory_format=torch.contiguous_format), state)
     init, _ = batched(algo, info["seeds"], compile=False, sweep=info["sweep"])
     state = init(torch.tensor(info["key"], dtype=torch.int64))
     return algo, _add_seed_dim(state) if info["num_seeds"] == 1 and not info["sweep"] else state
@@ -245,6 +306,8 @@ def batched_update(
 
 def _expect(info: dict[str, Any]) -> dict[str, Any]:
     expect = {"algorithm": info["algorithm"], "config": config_to_json(info["config"])}
+    if info.get("tasks"):
+        expect["tasks"] = info["tasks"]
     return {**expect, "sweep": info["sweep"]} if info["sweep"] else expect
 
 
@@ -350,7 +413,10 @@ def _run(
     best = -math.inf if best is None else best
     returns = {int(k): float(v) for k, v in meta.get("returns", {}).items()}
     num_iters = math.ceil(info["total_steps"] / algo.steps_per_update)
-    update = batched_update(algo, info["seeds"], info["compile"], info["sweep"])
+    if info.get("tasks"):  # the agents' update, as for seeds: each state holds its task
+        update = batched_update(algo, info["num_seeds"], info["compile"])
+    else:
+        update = batched_update(algo, info["seeds"], info["compile"], info["sweep"])
 
     def save() -> None:
         nonlocal best
@@ -382,7 +448,8 @@ def _run(
                     {"steps_per_s": round(algo.steps_per_update * info["num_seeds"] / dt, 1),
                      "time": round(t_before + time.perf_counter() - t_start, 3)},
                 )  # fmt: skip
-                writer.write(tag_rows(rows, info))
+                writer.write(run_tasks.tag_rows(rows, info) if info.get("tasks")
+                             else tag_rows(rows, info))  # fmt: skip
                 returns.update(latest_returns(rows))
                 bar.update(steps, rows)
                 now = time.perf_counter()
@@ -406,12 +473,15 @@ def _title(info: dict[str, Any]) -> str:
     if info["sweep"]:
         count = info["num_seeds"] // info["seeds"]
         return f"{info['algorithm']} {env}: {count} combinations x {info['seeds']} seeds"
+    if info.get("tasks"):
+        count = info["tasks"]["count"]
+        return f"{info['algorithm']} {env}: {count} tasks x {info['seeds']} seeds"
     return f"{info['algorithm']} {env} ({info['num_seeds']} seeds)".replace("  ", " ")
 
 
 def _plot(run_dir: Path, info: dict[str, Any]) -> None:
     """``curve.png``: the seeds' mean and spread, or a sweep's grid of combinations."""
-    if info["sweep"]:
+    if info["sweep"] or info.get("tasks"):
         plot_sweep(run_dir, run_dir / "curve.png", title=_title(info))
     else:
         plot_runs([run_dir], run_dir / "curve.png", title=_title(info))
@@ -446,5 +516,6 @@ def final_returns(run_dir: str | Path) -> dict[int, float]:
     out: dict[int, float] = {}
     for r in read_rows(Path(run_dir) / "metrics.jsonl"):
         if r.get("episode_return") is not None:
-            out[agent_of(r, info)] = r["episode_return"]
+            agent = run_tasks.agent_of(r, info) if info.get("tasks") else agent_of(r, info)
+            out[agent] = r["episode_return"]
     return out

@@ -3,6 +3,7 @@
 curve("run/metrics.jsonl" rows) -> (steps, mean, low, high)
 plot_runs(["runs/a", "runs/b"], "compare.png")   # one line and band per run
 plot_sweep("runs/sweep", "grid.png")             # a sweep: one panel per combination
+                                                 # (a task run: one panel per task)
 """
 
 from __future__ import annotations
@@ -65,11 +66,18 @@ def seed_curves(
     return out
 
 
-def _sweep_of(run_dir: Path) -> dict[str, list[float]] | None:
+def _config(run_dir: Path) -> dict[str, Any]:
     try:
-        return json.loads((run_dir / "config.json").read_text()).get("sweep") or None
+        return json.loads((run_dir / "config.json").read_text())
     except (OSError, ValueError):
-        return None
+        return {}
+
+
+def _group(row: dict[str, Any]) -> str | None:
+    """The curve a row belongs to within its run: its sweep combination or its task."""
+    if row.get("combination") is not None:
+        return row["combination"]
+    return None if row.get("task") is None else f"task {row['task']}"
 
 
 def _rows(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -107,7 +115,7 @@ def plot_runs(
         # a sweep run: one curve per combination
         groups: dict[str, list[dict[str, Any]]] = {}
         for r in rows:
-            name = r.get("combination")
+            name = _group(r)
             groups.setdefault(label if name is None else f"{label}: {name}", []).append(r)
         for name, group in groups.items():
             steps, mean, low, high = curve(group, metric)
@@ -135,10 +143,12 @@ def plot_sweep(
 
     With two swept fields the panels are laid out by their values (rows: the first
     field's, columns: the second's); otherwise in ``core.combinations`` order, row by row.
-    All panels share both axes.
+    A task run (``fxrl.run.tasks``) gets one panel per task, named by its params. All
+    panels share both axes.
 
     Args:
-      run_dir: a run directory trained with a sweep (``config.json`` has ``"sweep"``).
+      run_dir: a run directory trained with a sweep or tasks (``config.json`` has
+        ``"sweep"`` or ``"tasks"``).
       path: the PNG to write (written to a temporary name, then renamed).
       metric: the metric to plot per seed.
     """
@@ -148,11 +158,22 @@ def plot_sweep(
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
-    sweep = _sweep_of(run_dir)
-    if sweep is None:
-        raise ValueError(f"plot: {run_dir} is not a sweep run (its config.json has no sweep).")
-    rows, names = _rows(run_dir), combination_names(sweep)
-    sizes = [len(v) for v in sweep.values()]
+    info = _config(run_dir)
+    sweep, tasks = info.get("sweep") or None, info.get("tasks") or None
+    if sweep is None and tasks is None:
+        raise ValueError(
+            f"plot: {run_dir} is not a sweep or task run (its config.json has neither)."
+        )
+    rows = _rows(run_dir)
+    if sweep is not None:
+        names = combination_names(sweep)
+        sizes = [len(v) for v in sweep.values()]
+        members = [(lambda r, n=n: r.get("combination") == n) for n in names]
+    else:
+        from fxrl.run.tasks import names as task_names
+
+        names, sizes = task_names(info), [tasks["count"]]
+        members = [(lambda r, t=t: r.get("task") == t) for t in range(len(names))]
     if len(sizes) == 2:
         nrows, ncols = sizes
     else:
@@ -164,7 +185,7 @@ def plot_sweep(
     )  # fmt: skip
     for i, name in enumerate(names):
         ax = axes[i // ncols][i % ncols]
-        group = [r for r in rows if r.get("combination") == name]
+        group = [r for r in rows if members[i](r)]
         for seed, (steps, values) in sorted(seed_curves(group, metric).items()):
             ax.plot(steps, values, linewidth=1.0, label=f"seed {seed}")
         ax.set_title(name, fontsize=8)

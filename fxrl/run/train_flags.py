@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import io
 import re
 from types import ModuleType
 from typing import Annotated, Any
+
+from fxrl._errors import closest
 
 __all__ = ["RUN_FLAGS", "FlagError", "parse"]
 
@@ -33,7 +34,12 @@ RUN_FLAGS: dict[str, tuple[Any, Any, str]] = {
     "out": (str | None, None, "the run directory; None: runs/ALGO-ENV-TIME"),
     "quiet": (bool, False, "log a line every 10 s instead of drawing a progress bar"),
     "tensorboard": (bool, False, "also write TensorBoard events to OUT/tensorboard"),
-    "compile": (bool, False, "torch.compile the batched update (pays off on long runs)"),
+    "compile": (
+        bool,
+        True,
+        "compile the batched update into one fxrl.compile program (the default); "
+        "--no-compile or --compile false runs it eager (debugging, short runs)",
+    ),
     "checkpoint_every": (float, 60.0, "seconds between checkpoints (and one at the end)"),
     "threads": (int | None, None, "torch threads (default: the cores, at most 4)"),
     "sweep": (
@@ -42,7 +48,23 @@ RUN_FLAGS: dict[str, tuple[Any, Any, str]] = {
         "FIELD=V1,V2,...: train every combination of the swept values x --seeds as one "
         "vmapped update; repeat the flag for more fields (fxrl.run.sweep)",
     ),
+    "tasks": (
+        int | None,
+        None,
+        "train a task ensemble: N env variants x --seeds as one vmapped update "
+        "(fxrl.run.tasks); the tasks come from --task-param, else the env's sample_params",
+    ),
+    "task_param": (
+        tuple[str, ...],
+        (),
+        "NAME=LOW:HIGH: with --tasks, each task's env param NAME drawn uniform in "
+        "[LOW, HIGH]; repeat the flag for more params",
+    ),
 }
+# flags given more than once, collected before tyro parses the rest
+_REPEATED = {"--sweep": "FIELD=V1,V2,... (e.g. --sweep lr=1e-4,3e-4)",
+             "--task-param": "NAME=LOW:HIGH (e.g. --task-param length=0.25:1.0)"}  # fmt: skip
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 def _classes(module: ModuleType) -> tuple[type, type]:
@@ -85,8 +107,8 @@ def _check_flags(prog: str, argv: list[str], known: list[str]) -> None:
         flag = token.split("=", 1)[0]
         if flag in known or any(flag.startswith(k + ".") for k in known):
             continue
-        close = difflib.get_close_matches(flag, [k for k in known if k.startswith("--")], 1)
-        hint = f" Did you mean {close[0]}?" if close else ""
+        close = closest(flag, [k for k in known if k.startswith("--")])
+        hint = f" Did you mean {close}?" if close else ""
         raise FlagError(f"unknown flag {flag}.{hint} See {prog} --help.")
 
 
@@ -135,7 +157,7 @@ def parse(module: ModuleType, name: str, argv: list[str]) -> tuple[Any, Any]:
     prog = f"fxrl train {name}"
     args_cls, run_cls = _classes(module)
     _check_flags(prog, argv, _known_flags(module, run_cls))
-    argv, sweep = _sweep_flags(prog, argv)
+    argv, repeated = _repeated_flags(prog, _compile_flag(prog, argv))
     err = io.StringIO()
     doc = (module.__doc__ or "").strip().splitlines()
     default = args_cls(config=_tuned_config(module, argv), run=run_cls())
@@ -154,25 +176,51 @@ def parse(module: ModuleType, name: str, argv: list[str]) -> tuple[Any, Any]:
         message = _tyro_message(err.getvalue())
         message += "" if message.endswith((".", "?")) else "."
         raise FlagError(f"{message} See {prog} --help.") from None
-    args.run.sweep = tuple(sweep)
+    args.run.sweep = tuple(repeated["--sweep"])
+    if hasattr(args.run, "task_param"):
+        args.run.task_param = tuple(repeated["--task-param"])
     return args.config, args.run
 
 
-def _sweep_flags(prog: str, argv: list[str]) -> tuple[list[str], list[str]]:
-    """``argv`` without its ``--sweep VALUE`` flags, and their values (a flag given more
-    than once, which tyro's tuple flags do not collect)."""
-    rest, values, i = [], [], 0
+def _compile_flag(prog: str, argv: list[str]) -> list[str]:
+    """``argv`` with ``--compile false`` / ``--compile=no`` / ``--compile true`` as tyro's
+    ``--no-compile`` / ``--compile`` (a bare ``--compile`` stays as it is)."""
+    out, i = [], 0
     while i < len(argv):
         token = argv[i]
-        if token == "--sweep":
+        word = None
+        if token.startswith("--compile="):
+            word = token.split("=", 1)[1]
+        elif token == "--compile" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            word = argv[i + 1]
+            i += 1
+        if word is None:
+            out.append(token)
+        elif word.lower() in _BOOL_WORDS:
+            out.append("--compile" if _BOOL_WORDS[word.lower()] else "--no-compile")
+        else:
+            raise FlagError(f"--compile {word!r}: expected true or false (or --no-compile). "
+                            f"See {prog} --help.")  # fmt: skip
+        i += 1
+    return out
+
+
+def _repeated_flags(prog: str, argv: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """``argv`` without its ``--sweep VALUE`` and ``--task-param VALUE`` flags, and their
+    values (flags given more than once, which tyro's tuple flags do not collect)."""
+    rest, i = [], 0
+    values: dict[str, list[str]] = {flag: [] for flag in _REPEATED}
+    while i < len(argv):
+        token = argv[i]
+        flag = token.split("=", 1)[0]
+        if token in _REPEATED:
             if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
-                raise FlagError(f"--sweep needs FIELD=V1,V2,... (e.g. --sweep lr=1e-4,3e-4). "
-                                f"See {prog} --help.")  # fmt: skip
-            values.append(argv[i + 1])
+                raise FlagError(f"{token} needs {_REPEATED[token]}. See {prog} --help.")
+            values[token].append(argv[i + 1])
             i += 2
             continue
-        if token.startswith("--sweep="):
-            values.append(token.split("=", 1)[1])
+        if flag in _REPEATED and "=" in token:
+            values[flag].append(token.split("=", 1)[1])
         else:
             rest.append(token)
         i += 1

@@ -419,6 +419,20 @@ class onnx_policy:
         return torch.as_tensor(out[0] if self.batched else out)
 
 
+class _TaskEnv:
+    """``env`` whose ``reset`` runs one task's params (a task run's agent); the rest is
+    ``env``'s own."""
+
+    def __init__(self, env: Any, params: Any) -> None:
+        self._env, self._params = env, params
+
+    def reset(self, key: Tensor, params: Any = None) -> Any:
+        return self._env.reset(key, self._params if params is None else params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+
 def record_run(
     run_dir: str | Path,
     path: str | Path,
@@ -451,6 +465,11 @@ def record_run(
     if not 0 <= seed < info["num_seeds"]:
         raise ValueError(f"video: seed {seed} out of range; the run has {info['num_seeds']}.")
     policy = greedy_policy(algo, seed_params(state, seed))
-    rec = record(algo.env, policy, path, key=key, episodes=episodes, max_steps=max_steps, fps=fps)
+    env = algo.env
+    if info["tasks"]:  # a task run's agent plays its own task
+        from fxrl.run.tasks import agent_params
+
+        env = _TaskEnv(env, tree.index(agent_params(env, info), seed))
+    rec = record(env, policy, path, key=key, episodes=episodes, max_steps=max_steps, fps=fps)
     rec.seed = seed
     return rec

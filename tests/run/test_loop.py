@@ -19,7 +19,7 @@ TIMING = ("steps_per_s", "time")
 
 def run(tmp_path, name, **kw):
     config = toy_algo.Config(total_steps=kw.pop("total_steps", 128), **kw.pop("config", {}))
-    return train("toy_algo", config, tmp_path / name, num_seeds=2, quiet=True, **kw)
+    return train("toy_algo", config, tmp_path / name, num_seeds=2, quiet=True, compile=False, **kw)
 
 
 def without_timing(rows):
@@ -85,11 +85,13 @@ def test_td3_with_ou_noise_runs_through_nan_losses_before_learning_and_resumes(t
     config = td3.Config(env="MountainCarContinuous-v0", total_steps=48, num_envs=2,
                         rollout_steps=4, buffer_size=64, batch_size=8, learning_starts=16,
                         hidden=(8, 8), noise_type="ou")  # fmt: skip
-    whole = train("td3", config, tmp_path / "whole", num_seeds=2, quiet=True)
+    whole = train("td3", config, tmp_path / "whole", num_seeds=2, quiet=True, compile=False)
     rows = read_rows(whole.run_dir / "metrics.jsonl")
     assert rows[0]["critic_loss"] is None and math.isfinite(rows[-1]["critic_loss"])  # NaN: null
     assert bool((whole.state.noise.noise != 0).any())
-    part = train("td3", config, tmp_path / "part", num_seeds=2, quiet=True, max_iterations=3)
+    part = train(
+        "td3", config, tmp_path / "part", num_seeds=2, quiet=True, compile=False, max_iterations=3
+    )
     resumed = resume(part.run_dir, quiet=True)
     assert resumed.iteration == whole.iteration == 6
     assert leaves_equal(resumed.state, whole.state)
@@ -135,7 +137,9 @@ def test_the_run_loop_ends_where_core_train_ends(tmp_path, num_seeds):
     from fxrl.algorithms import core
 
     config = toy_algo.Config(total_steps=64)
-    result = train("toy_algo", config, tmp_path / "r", num_seeds=num_seeds, quiet=True)
+    result = train(
+        "toy_algo", config, tmp_path / "r", num_seeds=num_seeds, quiet=True, compile=False
+    )
     state, metrics = core.train(toy_algo.make(config), random.key(0), num_seeds, compile=False)
     if num_seeds == 1:
         state = tree.map(lambda x: x.unsqueeze(0), state)

@@ -18,6 +18,7 @@ def run_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("recurrent") / "run"
     argv = ["train", "recurrent_ppo", "--env", "CartPole-v1", "--seeds", "2"]
     argv += ["--total-steps", "1024", "--mask-velocity", "--threads", "1", "--quiet"]
+    argv += ["--no-compile"]
     with pytest.raises(SystemExit) as done:
         main([*argv, "--out", str(d)])
     assert done.value.code in (0, None)

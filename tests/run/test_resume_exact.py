@@ -7,9 +7,9 @@ rename, hit deterministically by the FXRL_TEST_SIGNAL_IN_WRITE hook), Ctrl-C (SI
 SIGKILL from outside at whatever moment the run is in. The chain's metrics.jsonl (the
 wall-clock columns aside) and its final checkpoint's tensor bytes must equal the
 reference's. Sweeps (PPO, DQN: combinations x seeds in one vmapped update) are checked
-the same way. PPO is also checked compiled, with a second Ctrl-C inside the final write,
-killed before its first checkpoint, and with the one-line messages for a resume that
-cannot be exact.
+the same way, as is a task ensemble (PPO over pole lengths). PPO is also checked
+compiled, with a second Ctrl-C inside the final write, killed before its first
+checkpoint, and with the one-line messages for a resume that cannot be exact.
 """
 
 import json
@@ -57,13 +57,20 @@ ALGOS = {
     "dqn_sweep": (["dqn", "--env", "CartPole-v1", *OFF_POLICY, "--init-random-frames", "16",
                    "--target-update-every", "3", "--eps-decay-steps", "100",
                    "--sweep", "lr=1e-3,1e-2"], 8, 2),
+    # a task ensemble: 2 pole lengths x 2 seeds as one vmapped update (4 rows an iteration)
+    "ppo_tasks": (["ppo", "--env", "CartPole-v1", "--num-envs", "4", "--num-steps", "16",
+                   "--update-epochs", "2", "--num-minibatches", "2", "--hidden", "16", "16",
+                   "--tasks", "2", "--task-param", "length=0.25:1.0"], 64, 2),
 }  # fmt: skip
-COMBINATIONS = {"ppo_sweep": 4, "dqn_sweep": 2}  # rows per iteration: seeds x combinations
+# rows per iteration: seeds x combinations (x tasks)
+COMBINATIONS = {"ppo_sweep": 4, "dqn_sweep": 2, "ppo_tasks": 2}
 
 
 def train_args(name: str, out: Path, *extra: str) -> list[str]:
+    """``fxrl train`` of ``name``'s tiny run, eager unless ``extra`` asks to compile."""
     args, per_iteration, seeds = ALGOS[name]
-    return ["train", *args, "--seeds", str(seeds), "--total-steps",
+    eager = [] if "--compile" in extra else ["--no-compile"]
+    return ["train", *args, *eager, "--seeds", str(seeds), "--total-steps",
             str(ITERATIONS * per_iteration), "--threads", "1", "--quiet", "--out", str(out),
             *extra]  # fmt: skip
 

@@ -24,7 +24,7 @@ def run_dir(tmp_path_factory):
     """One PPO update on CartPole (eager, seconds): an agent whose greedy episodes are
     short, which is all a video test needs."""
     d = tmp_path_factory.mktemp("video") / "run"
-    train("ppo", ppo.Config(env="CartPole-v1", total_steps=512), d, quiet=True)
+    train("ppo", ppo.Config(env="CartPole-v1", total_steps=512), d, quiet=True, compile=False)
     return d
 
 
