@@ -31,3 +31,31 @@ def test_without_env_or_tuned_settings_the_cli_keeps_the_config_defaults():
 def test_an_unknown_env_still_names_the_closest_one():
     with pytest.raises(FlagError, match=r"Pendlum-v1.*Did you mean 'Pendulum-v1'"):
         train_flags.parse(ppo, "ppo", ["--env", "Pendlum-v1"])
+
+
+@pytest.mark.parametrize(
+    ("args", "compiled"),
+    [
+        ([], True),
+        (["--compile"], True),
+        (["--no-compile"], False),
+        (["--compile", "false"], False),
+        (["--compile=no"], False),
+        (["--compile", "true"], True),
+        (["--compile", "0", "--seeds", "2"], False),
+    ],
+)
+def test_the_update_compiles_by_default_and_no_compile_or_compile_false_runs_eager(args, compiled):
+    assert train_flags.parse(ppo, "ppo", args)[1].compile is compiled
+
+
+def test_a_compile_value_that_is_not_a_bool_is_a_one_line_error():
+    with pytest.raises(FlagError, match=r"--compile 'fast': expected true or false"):
+        train_flags.parse(ppo, "ppo", ["--compile", "fast"])
+
+
+def test_task_flags_collect_every_task_param():
+    _, run = train_flags.parse(
+        ppo, "ppo", ["--tasks", "4", "--task-param", "length=0.2:1", "--task-param=tau=0.01:0.02"]
+    )
+    assert run.tasks == 4 and run.task_param == ("length=0.2:1", "tau=0.01:0.02")
