@@ -80,7 +80,7 @@ class Collector:
         self.init_random_frames, self.flat = init_random_frames, flat
         self.stateful = policy_state is not None
         if self.stateful:
-            _check_policy_state(policy_state, tuple(env.batch_shape), env)
+            check_policy_state(policy_state, tuple(env.batch_shape), repr(env))
         self._initial_state = policy_state
         self.policy_state: Any = policy_state  # what the policy gets at the next step
         self.is_init: Tensor | None = None  # [*batch_shape] bool: the next obs begins an episode
@@ -216,14 +216,16 @@ def _split_extras(out: Any) -> tuple[Any, Any]:
     return out, None
 
 
-def _check_policy_state(policy_state: Any, shape: tuple[int, ...], env: Env) -> None:
+def check_policy_state(policy_state: Any, shape: tuple[int, ...], env: str) -> None:
+    """A one-line ``ValueError`` unless every leaf of ``policy_state`` is a tensor
+    ``[*shape, ...]`` (one state per env of the env named ``env``)."""
     for leaf in tree.leaves(policy_state):
         if not isinstance(leaf, Tensor) or tuple(leaf.shape[: len(shape)]) != shape:
             got = list(leaf.shape) if isinstance(leaf, Tensor) else type(leaf).__name__
             dims = "".join(f"{n}, " for n in shape)
             raise ValueError(
                 f"collector: policy_state has a leaf {got}; expected tensors [{dims}...], "
-                f"one state per env of {env!r}: e.g. exploration.ou_init(spec, {shape}) or "
+                f"one state per env of {env}: e.g. exploration.ou_init(spec, {shape}) or "
                 f"a recurrent net's initial_carry({shape})."
             )
 

@@ -23,8 +23,10 @@ from fxrl.collector import Collector
 from fxrl.envs.core import Env, Wrapper
 from fxrl.envs.host import HostEnv
 
-# The collector fields that carry over from one batch to the next.
-_SNAPSHOT = ("state", "_obs", "_traj", "_next_traj", "_return", "_length", "frames", "batches")
+# The collector fields that carry over from one batch to the next (the policy's state and
+# its is_init too: a recurrent carry or OU noise continues across batches).
+_SNAPSHOT = ("state", "_obs", "_traj", "_next_traj", "_return", "_length", "frames", "batches",
+             "policy_state", "is_init")  # fmt: skip
 
 
 def is_host(env: Env) -> bool:
@@ -71,9 +73,11 @@ class RolloutWorker:
         frames_per_batch: int,
         num_threads: int,
         compile: bool = False,
+        policy_state: Any = None,
     ) -> None:
         torch.set_num_threads(num_threads)
         self.index, self.policy, self.frames_per_batch = index, policy, frames_per_batch
+        self.policy_state = policy_state  # each stream's state at its start (None: stateless)
         name = callable_name(make_env)
         try:
             self.env = make_env()
@@ -165,5 +169,6 @@ class RolloutWorker:
 
     def _new(self, task: dict[str, Any]) -> Collector:
         return Collector(
-            self.env, self.policy, self._params, task["key"], self.frames_per_batch, flat=False
-        )
+            self.env, self.policy, self._params, task["key"], self.frames_per_batch, flat=False,
+            policy_state=self.policy_state,
+        )  # fmt: skip

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from fxrl import random, tree
+from fxrl.collector import check_policy_state
 from fxrl.distributed._worker import RolloutWorker, callable_name, to_numpy
 from fxrl.envs.core import Env
 
@@ -69,8 +70,16 @@ class RayCollector:
         restarted worker loads the graph from inductor's on-disk FX graph cache
         (``info[w]["compile_cache"]``, ``info[w]["compile_s"]``). Compiled float code
         may differ from eager by an ulp: compare compiled batches with compiled ones.
+      policy_state: a stateful policy's state at the start of each worker's stream (a
+        recurrent carry, OU noise), one per env of a worker's env: tensors
+        ``[*batch_shape, ...]``, as ``fxrl.collector``'s ``policy_state``; the policy is
+        then ``policy(params, obs, policy_state, is_init, key) -> (action,
+        policy_state)``. Each worker keeps its state from batch to batch and sets
+        ``is_init`` where an episode ended, as the local collector does; for pure envs the
+        state travels with the task, so a restarted worker continues it exactly.
     Yields:
-      ``(batch, stats)`` as ``fxrl.collector`` does. ``batch["traj_id"]`` is the worker's
+      ``(batch, stats)`` as ``fxrl.collector`` does (with ``policy_state``: also
+      ``is_init``, ``policy_state`` and ``next_policy_state``). ``batch["traj_id"]`` is the worker's
       own id times ``num_workers`` plus the worker index (unique over all workers).
       ``stats`` adds ``params_version`` (sync: a tensor, one per worker; async: an int),
       ``worker`` and ``index`` (which stream and batch; sync: ``index`` only),
@@ -97,6 +106,7 @@ class RayCollector:
         timeout_s: float = 300.0,
         flat: bool = True,
         compile: bool = False,
+        policy_state: Any = None,
     ) -> None:
         _check(make_env, params, num_workers, frames_per_batch, total_frames, sync)
         if not ray.is_initialized():
@@ -110,7 +120,7 @@ class RayCollector:
             num_cpus=num_cpus, max_restarts=max_restarts, max_task_retries=0
         )
         self.workers = [
-            actor.remote(w, make_env, policy, per_worker, threads, compile)
+            actor.remote(w, make_env, policy, per_worker, threads, compile, policy_state)
             for w in range(num_workers)
         ]
         self._suspect: set[int] = set()  # workers whose last task died: check before use
@@ -118,6 +128,12 @@ class RayCollector:
         self.host = self.info[0]["host"]
         self.batch_shape = self.info[0]["batch_shape"]
         self._check_frames(per_worker)
+        if policy_state is not None:
+            try:
+                check_policy_state(policy_state, tuple(self.batch_shape), self.info[0]["env"])
+            except ValueError as e:
+                self.close()
+                raise ValueError(f"RayCollector: {str(e).removeprefix('collector: ')}") from None
         self._keys = [random.fold_in(key, w) for w in range(num_workers)]
         self._snapshots: list[Any] = [None] * num_workers
         self._next_index = [0] * num_workers

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fxrl import envs, random
+from fxrl import envs, random, tree
 from fxrl.collector import collector
 
 ray = pytest.importorskip("ray")
@@ -285,6 +285,56 @@ def test_an_unbatched_env_gives_the_local_collectors_batches_in_both_modes(clust
             for i in indices:
                 ref_batch, _ = next(refs[w])
                 _assert_part_equal(got[(w, i)], ref_batch, w, 2)
+
+
+def _stateful_policy():
+    """A recurrent-style policy (a local function: cloudpickle sends it by value): the
+    carry restarts where ``is_init`` and feeds the logits."""
+
+    def policy(params, obs, carry, is_init, key):
+        carry = torch.where(is_init[..., None], torch.zeros_like(carry), carry)
+        carry = 0.5 * carry + obs[..., :2]
+        logits = obs @ params["w"] + params["b"] + carry
+        return (random.categorical(key, logits), {"logits": logits}), carry
+
+    return policy
+
+
+@pytest.mark.parametrize("host", [False, True], ids=["pure", "gymnasium"])
+def test_a_policy_state_continues_across_batches_as_in_the_local_collector(cluster, host):
+    def make_env():
+        if host:
+            return envs.gym("CartPole-v1", num_envs=NUM_ENVS)
+        return envs.batch(envs.make("CartPole-v1"), NUM_ENVS)
+
+    policy = _stateful_policy()
+    key, T, num_batches = random.key(11), 30, 3
+    frames = 2 * NUM_ENVS * T
+    start = torch.full((NUM_ENVS, 2), 0.25)
+    refs = [collector(make_env(), policy, _params(1.0), random.fold_in(key, w),
+                      frames // 2, flat=False, policy_state=start)
+            for w in range(2)]  # fmt: skip
+    with RayCollector(make_env, policy, _params(1.0), key, 2, frames,
+                      num_batches * frames, policy_state=start, flat=False) as c:  # fmt: skip
+        for batch, _ in c:
+            for w, ref in enumerate(refs):
+                want, _ = next(ref)
+                cut = slice(w * NUM_ENVS, (w + 1) * NUM_ENVS)
+                part = tree.map(lambda x, cut=cut: x[:, cut], batch)
+                _assert_part_equal(part, want, w, 2)
+                for k in ("is_init", "policy_state", "next_policy_state"):
+                    assert torch.equal(part[k], want[k]), k
+    assert all(ref.batches == num_batches for ref in refs)
+    # episodes ended inside the last batch, so the carry's resets were compared too
+    assert int(batch["is_init"][1:].sum()) > 0
+
+
+def test_a_policy_state_of_the_wrong_shape_is_a_one_line_error(cluster):
+    make_env, _ = _pieces()
+    with pytest.raises(ValueError, match=r"RayCollector: policy_state has a leaf \[3, 2\]; "
+                       r"expected tensors \[2, \.\.\.\]"):  # fmt: skip
+        RayCollector(make_env, _stateful_policy(), _params(1.0), random.key(0), 1, 8,
+                     policy_state=torch.zeros(3, 2))  # fmt: skip
 
 
 def test_a_make_env_that_raises_at_start_names_the_worker_and_make_env(cluster):
