@@ -172,7 +172,7 @@ def test_the_grid_has_one_panel_per_combination_and_one_line_per_seed(swept, tmp
 
 def test_plot_sweep_refuses_a_run_without_a_sweep(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"sweep": None}))
-    with pytest.raises(ValueError, match="not a sweep run"):
+    with pytest.raises(ValueError, match="not a sweep or task run"):
         plot_sweep(tmp_path, tmp_path / "x.png")
 
 
