@@ -135,7 +135,7 @@ def main(args: Args) -> None:
     config = ppo.Config(env="CartPole-v1", num_envs=num_envs, num_steps=args.num_steps,
                         total_steps=args.total_steps)  # fmt: skip
     algo = ppo.make(config)  # single-machine PPO: its init, network and greedy policy
-    net_apply = ppo._network(config, 4, 2).apply  # the network algo.init initialised
+    net_apply = ppo.network(config, (4,), 2).apply  # the network algo.init initialised
     opt, learn = make_learner(config, net_apply)
     keys = random.split(random.key(args.seed), args.num_seeds)
     net = torch.func.vmap(lambda k: algo.init(k).params["net"])(keys)

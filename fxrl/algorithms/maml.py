@@ -139,9 +139,13 @@ def reinforce_advantage(traj: dict, *, gamma: float) -> Tensor:
             "B >= 2 episodes run side by side (the baseline is their mean)."
         )
     ret = objectives.td_lambda(
-        reward, torch.zeros_like(reward), traj["terminated"], traj["truncated"],
-        gamma=gamma, lmbda=1.0,
-    )  # fmt: skip
+        reward,
+        torch.zeros_like(reward),
+        traj["terminated"],
+        traj["truncated"],
+        gamma=gamma,
+        lmbda=1.0,
+    )
     adv = ret - ret.mean(dim=1, keepdim=True)
     return (adv / (adv.std() + 1e-8)).detach()
 

@@ -12,11 +12,19 @@ global-norm gradient clipping and a linearly annealed Adam learning rate.
 One ``update`` = a rollout (``core.scan`` over ``num_steps``), GAE, and
 ``update_epochs`` x ``num_minibatches`` gradient steps (``core.scan`` again), so under
 ``torch.compile`` each loop body is traced once, whatever the budget.
+
+The file reads top to bottom: ``Config``, ``network``, ``Parts`` (what ``make`` builds
+once: env, network, optimizer), then the update's pieces as plain functions of a
+``Parts`` and tensors (``init``, ``policy``, ``rollout_step``, ``advantages``,
+``minibatch_step``, ``update``), each importable and testable alone; what PPO shares
+with recurrent PPO (GAE, minibatch epochs, the clipped step, the annealed lr) is
+``fxrl.algorithms.onpolicy``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -24,23 +32,28 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fxrl import (
-    _errors,
-    distributions,
-    envs,
-    nn,
-    objectives,
-    optim,
-    random,
-    specs,
-    transforms,
-    tree,
-)
-from fxrl.algorithms import core
+from fxrl import _errors, distributions, envs, nn, optim, random, specs, transforms, tree
+from fxrl.algorithms import core, onpolicy
 from fxrl.algorithms.core import Algorithm, check_config
 from fxrl.nn import initializers as inits
 
-__all__ = ["SWEEPABLE", "TUNED", "Config", "TrainState", "make", "train"]
+__all__ = [
+    "SWEEPABLE",
+    "TUNED",
+    "Config",
+    "Parts",
+    "TrainState",
+    "advantages",
+    "init",
+    "make",
+    "minibatch_step",
+    "network",
+    "parts",
+    "policy",
+    "rollout_step",
+    "train",
+    "update",
+]
 
 # Config fields that enter the update only as numbers: a sweep (``core.batched(...,
 # sweep=)``, ``fxrl train ppo --sweep lr=1e-4,3e-4``) vmaps the update over tensors of them.
@@ -99,10 +112,7 @@ class Config:
             f"a divisor of num_envs * num_steps = {batch} ({', '.join(map(str, divisors))}...)",
             "Change num_minibatches, num_envs or num_steps.",
         )
-        for f in ("lr", "clip_eps", "max_grad_norm"):
-            check_config(self, f, float(getattr(self, f)) > 0, "a positive number")
-        for f in ("gamma", "gae_lambda"):
-            check_config(self, f, 0.0 <= float(getattr(self, f)) <= 1.0, "a number in [0, 1]")
+        onpolicy.check_config(self)
         ok = all(isinstance(h, int) and h > 0 for h in self.hidden) and len(self.hidden) > 0
         check_config(self, "hidden", ok, "a non-empty tuple of positive ints, e.g. (64, 64)")
 
@@ -129,8 +139,8 @@ def _check_env_params(config: Config) -> None:
     names = [f.name for f in dataclasses.fields(envs.make(config.env).default_params)]
     for name, _ in pairs:
         if name not in names:
-            raise ValueError(_errors.unknown(name, names, f"{config.env} param",
-                                             where="ppo.Config.env_params"))  # fmt: skip
+            where = "ppo.Config.env_params"
+            raise ValueError(_errors.unknown(name, names, f"{config.env} param", where=where))
 
 
 # PureJaxRL's MinAtar settings (examples/brax_minatar.ipynb, "PPO Gymnax MinAtar"): 64 envs
@@ -182,7 +192,7 @@ class TrainState:
 # ------------------------------------------------------------------------------ network
 
 
-def _network(config: Config, obs_shape: tuple[int, ...], out_dim: int) -> nn.Model:
+def network(config: Config, obs_shape: tuple[int, ...], out_dim: int) -> nn.Model:
     """``apply(net, x [..., *obs_shape]) -> (policy head [..., out_dim], value [...])``;
     observations flattened to ``prod(obs_shape)`` inputs (PureJaxRL's
     ``FlattenObservationWrapper`` for MinAtar's [10, 10, C]); orthogonal init (sqrt 2
@@ -190,14 +200,16 @@ def _network(config: Config, obs_shape: tuple[int, ...], out_dim: int) -> nn.Mod
     obs_dim = math.prod(obs_shape)
     flatten = len(obs_shape) > 1
     w, b, act, hid = inits.orthogonal(math.sqrt(2)), inits.zeros, config.activation, config.hidden
+    head_inits = ((out_dim, inits.orthogonal(0.01)), (1, inits.orthogonal(1.0)))
     if config.shared:
         torso = nn.mlp(obs_dim, hid[-1], hid[:-1], act, output_activation=act, w_init=w, b_init=b)
-        heads = [nn.linear(hid[-1], n, w_init=inits.orthogonal(s), b_init=b) for n, s in
-                 ((out_dim, 0.01), (1, 1.0))]  # fmt: skip
+        heads = [nn.linear(hid[-1], n, w_init=w_out, b_init=b) for n, w_out in head_inits]
     else:
         torso = None
-        heads = [nn.mlp(obs_dim, n, hid, act, w_init=w, b_init=b, output_w_init=inits.orthogonal(s))
-                 for n, s in ((out_dim, 0.01), (1, 1.0))]  # fmt: skip
+        heads = [
+            nn.mlp(obs_dim, n, hid, act, w_init=w, b_init=b, output_w_init=w_out)
+            for n, w_out in head_inits
+        ]
 
     def init(key: Tensor) -> dict:
         k_torso, k_actor, k_critic = random.split(key, 3).unbind(-2)
@@ -220,166 +232,216 @@ def _distribution(net: dict, head: Tensor, discrete: bool) -> Any:
     return distributions.normal(head, net["log_std"].exp())
 
 
-# ------------------------------------------------------------------------------ make
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """What ``make`` builds once from a Config, and the pieces of an update read.
+
+    The pieces below (``rollout_step``, ``advantages``, ``minibatch_step``, ``update``)
+    are plain functions of a ``Parts`` and tensors, importable and testable on their own:
+    ``parts = ppo.parts(config)``, then ``ppo.update(parts, state)`` is ``algo.update``.
+    """
+
+    config: Config
+    env: Any  # the pure env (one, unbatched)
+    benv: Any  # envs.batch(env, num_envs)
+    net: nn.Model  # network(config, ...)
+    norm: Any  # transforms.observation_norm(running=True), or None
+    discrete: bool  # categorical policy (else Gaussian)
+    opt: optim.GradientTransformation
+    lr_at: Any  # lr_at(updates_done) -> [] float32, the reported lr
+    batch_size: int  # num_envs * num_steps: env steps per update
+    grad_steps: int  # update_epochs * num_minibatches
+
+    def forward(self, net_params: dict, x: Tensor) -> tuple[Any, Tensor]:
+        """``(distribution, value)`` for preprocessed observations ``x``."""
+        head, value = self.net.apply(net_params, x)
+        return _distribution(net_params, head, self.discrete), value
+
+    def preprocess(self, params: dict, obs: Tensor) -> Tensor:
+        """Raw observations as the network sees them (normalised when ``normalize_obs``)."""
+        return obs if self.norm is None else self.norm(obs, params["obs_norm"])
 
 
-def make(config: Config) -> Algorithm:
-    """PPO for ``config``: ``Algorithm(init, update, policy, config, env, steps_per_update)``."""
+def parts(config: Config) -> Parts:
+    """Build the env, network, normaliser and optimizer ``config`` asks for (checking that
+    the env's specs suit PPO's MLP)."""
     if not isinstance(config, Config):
         raise TypeError(f"ppo.make: expected a ppo.Config, got {type(config).__name__}.")
     env = core.make_env(config.env, **dict(config.env_params))
-    benv = envs.batch(env, config.num_envs)
     obs_spec, action_spec = env.observation_spec, env.action_spec
+    where = f"ppo.make: {config.env} has"
     if not isinstance(obs_spec, specs.Box) or len(obs_spec.shape) == 0:
-        raise ValueError(f"ppo.make: {config.env} has observations {obs_spec!r}; PPO's MLP "
-                         "needs a Box (flattened to prod(shape) inputs).")  # fmt: skip
+        raise ValueError(
+            f"{where} observations {obs_spec!r}; PPO's MLP needs a Box (flattened to "
+            "prod(shape) inputs)."
+        )
     discrete = isinstance(action_spec, specs.Discrete)
     if not discrete and not (isinstance(action_spec, specs.Box) and len(action_spec.shape) == 1):
-        raise ValueError(f"ppo.make: {config.env} has actions {action_spec!r}; PPO handles "
-                         "Discrete(n) and flat Box [A] action specs.")  # fmt: skip
+        raise ValueError(
+            f"{where} actions {action_spec!r}; PPO handles Discrete(n) and flat Box [A] action "
+            "specs."
+        )
     out_dim = action_spec.n if discrete else action_spec.shape[0]
-    net = _network(config, tuple(obs_spec.shape), out_dim)
-    norm = transforms.observation_norm(running=True) if config.normalize_obs else None
     batch_size = config.num_envs * config.num_steps
-    mb_size = batch_size // config.num_minibatches
-    steps_per_update = batch_size
-    num_updates = max(1, config.total_steps // steps_per_update)
     grad_steps = config.update_epochs * config.num_minibatches
-
-    def lr_schedule(count: Tensor) -> Tensor:
-        done = torch.div(count, grad_steps, rounding_mode="floor").double()
-        return config.lr * (1.0 - done / num_updates).clamp(min=0.0)
-
-    opt = optim.chain(
-        optim.clip_by_global_norm(config.max_grad_norm),
-        core.adam(lr_schedule if config.anneal_lr else config.lr, eps=1e-5),
+    num_updates = onpolicy.num_updates(config, batch_size)
+    opt, lr_at = onpolicy.make_optimizer(config, grad_steps, num_updates)
+    return Parts(
+        config=config,
+        env=env,
+        benv=envs.batch(env, config.num_envs),
+        net=network(config, tuple(obs_spec.shape), out_dim),
+        norm=transforms.observation_norm(running=True) if config.normalize_obs else None,
+        discrete=discrete,
+        opt=opt,
+        lr_at=lr_at,
+        batch_size=batch_size,
+        grad_steps=grad_steps,
     )
 
-    def preprocess(params: dict, obs: Tensor) -> Tensor:
-        return obs if norm is None else norm(obs, params["obs_norm"])
 
-    def policy(params: dict, obs: Tensor, key: Tensor | None = None, mode: str = "mode") -> Tensor:
-        """Action for raw observations ``obs [..., *obs_shape]``; continuous actions are
-        clipped into the action spec (the rollout keeps the unclipped sample)."""
-        head, _ = net.apply(params["net"], preprocess(params, obs))
-        action = distributions.draw(_distribution(params["net"], head, discrete), key, mode)
-        return action if discrete else action_spec.project(action)
-
-    def init(key: Tensor, env_params: Any = None) -> TrainState:
-        """A fresh agent; ``env_params`` (the env's params dataclass, e.g. a
-        ``CartPoleParams`` with another pole ``length``) sets the task its envs run, kept
-        in the env state (default: ``env.default_params``). Leaves are shared by the
-        ``num_envs`` envs, or per env with a leading [num_envs] dim."""
-        k_net, k_env, k_state = random.split(key, 3).unbind(-2)
-        params = {"net": net.init(k_net)}
-        if not discrete:
-            params["net"]["log_std"] = torch.zeros(out_dim, dtype=env.dtype)
-        env_state, ts = benv.reset(k_env, env_params)
-        if norm is not None:
-            params["obs_norm"] = norm.init(ts.obs, obs_spec)
-        zero = torch.zeros((), dtype=torch.int64)
-        return TrainState(params, opt.init(params["net"]), env_state, ts.obs, k_state, zero, zero)
-
-    # -------------------------------------------------------------------------- collect
-
-    def env_step(carry: tuple, _: Any) -> tuple[tuple, dict]:
-        net_params, env_state, obs, stats, key = carry
-        key, k_act = random.split(key).unbind(-2)
-        x = obs if norm is None else norm(obs, stats)
-        dist, value = forward(net_params, x)
-        action, logp = dist.sample_and_log_prob(k_act)
-        env_state, ts = benv.step(env_state, action)
-        final = ts.obs if norm is None else norm(ts.obs, stats)
-        next_obs = ts.info["next_obs"]
-        if norm is not None:
-            stats = norm.update(stats, ts.replace(obs=next_obs))
-        info = ts.info
-        out = {"obs": x, "action": action, "log_prob": logp, "value": value, "reward": ts.reward,
-               "terminated": ts.terminated, "truncated": ts.truncated, "final_x": final,
-               "episode_return": info["episode_return"],
-               "episode_length": info["episode_length"]}  # fmt: skip
-        return (net_params, env_state, next_obs, stats, key), out
-
-    # -------------------------------------------------------------------------- learn
-
-    def forward(net_params: dict, x: Tensor) -> tuple[Any, Tensor]:
-        head, value = net.apply(net_params, x)
-        return _distribution(net_params, head, discrete), value
-
-    def loss_fn(net_params: dict, mb: dict) -> tuple[Tensor, dict]:
-        return objectives.ppo_loss(
-            forward, None, net_params, mb, clip_eps=config.clip_eps, vf_coef=config.vf_coef,
-            ent_coef=config.ent_coef, clip_value=config.clip_eps if config.clip_value else None,
-            normalize_advantage=config.normalize_advantages,
-        )  # fmt: skip
-
-    def permutation(key: Tensor, _: Any) -> tuple[Tensor, Tensor]:
-        key, k_perm = random.split(key).unbind(-2)
-        return key, random.permutation(k_perm, batch_size)
-
-    def grad_step(carry: tuple, index: Tensor) -> tuple[tuple, dict]:
-        net_params, opt_state, batch = carry
-        minibatch = tree.map(lambda v: v[index], batch)
-        grads, metrics = torch.func.grad(loss_fn, has_aux=True)(net_params, minibatch)
-        updates, opt_state = opt.update(grads, opt_state, net_params)
-        return (optim.apply_updates(net_params, updates), opt_state, batch), metrics
-
-    def advantages(net_params: dict, traj: dict) -> dict:
-        _, next_value = net.apply(net_params, traj["final_x"])
-        advantage, target = _gae(config, traj, next_value)
-        batch = {k: traj[k].flatten(0, 1) for k in ("obs", "action", "log_prob", "value")}
-        batch["advantage"], batch["value_target"] = advantage.flatten(0, 1), target.flatten(0, 1)
-        return batch
-
-    # -------------------------------------------------------------------------- update
-
-    def update(state: TrainState) -> tuple[TrainState, dict]:
-        params = state.params
-        # collect num_envs x num_steps transitions
-        carry = (params["net"], state.env_state, state.obs, params.get("obs_norm", ()), state.key)
-        (_, env_state, obs, stats, key), traj = core.scan(env_step, carry, config.num_steps)
-        batch = advantages(params["net"], traj)
-        # update_epochs passes of num_minibatches shuffled minibatches: one loop over all
-        key, perms = core.scan(permutation, key, config.update_epochs)
-        indices = perms.reshape(grad_steps, mb_size)
-        (net_params, opt_state, _), metrics = core.scan(
-            grad_step, (params["net"], state.opt_state, batch), indices
-        )
-        # report
-        done = traj["terminated"] | traj["truncated"]
-        out = core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
-        out.update({k: v.mean() for k, v in metrics.items()})
-        out["lr"] = lr_schedule(state.updates * grad_steps).float() if config.anneal_lr else (
-            torch.as_tensor(config.lr, dtype=torch.float32))  # fmt: skip
-        steps = state.steps + steps_per_update
-        out["steps"] = steps
-        new_params = {"net": net_params} if norm is None else {"net": net_params, "obs_norm": stats}
-        new = TrainState(new_params, opt_state, env_state, obs, key, steps, state.updates + 1)
-        return new, out
-
-    return Algorithm(init, update, policy, config, env, steps_per_update)
+# ------------------------------------------------------------------------------ init, act
 
 
-def _split(key: Tensor) -> tuple[Tensor, Tensor]:
-    # Dense copies: a compiled piece called again with its own key output sees the strides
-    # it was compiled for (a view into the split would have other strides: a recompile).
-    keys = random.split(key).clone(memory_format=torch.contiguous_format)
-    return keys[..., 0, :].clone(), keys[..., 1, :].clone()
+def init(p: Parts, key: Tensor, env_params: Any = None) -> TrainState:
+    """A fresh agent; ``env_params`` (the env's params dataclass, e.g. a ``CartPoleParams``
+    with another pole ``length``) sets the task its envs run, kept in the env state
+    (default: ``env.default_params``). Leaves are shared by the ``num_envs`` envs, or per
+    env with a leading [num_envs] dim."""
+    k_net, k_env, k_state = random.split(key, 3).unbind(-2)
+    params = {"net": p.net.init(k_net)}
+    if not p.discrete:
+        params["net"]["log_std"] = torch.zeros(p.env.action_spec.shape[0], dtype=p.env.dtype)
+    env_state, ts = p.benv.reset(k_env, env_params)
+    if p.norm is not None:
+        params["obs_norm"] = p.norm.init(ts.obs, p.env.observation_spec)
+    zero = torch.zeros((), dtype=torch.int64)
+    return TrainState(params, p.opt.init(params["net"]), env_state, ts.obs, k_state, zero, zero)
 
 
-# recurrent_ppo's loops (core.scan takes an int count itself)
-_scan_loop = core.scan
+def policy(
+    p: Parts, params: dict, obs: Tensor, key: Tensor | None = None, mode: str = "mode"
+) -> Tensor:
+    """Action for raw observations ``obs [..., *obs_shape]``; continuous actions are
+    clipped into the action spec (the rollout keeps the unclipped sample)."""
+    dist, _ = p.forward(params["net"], p.preprocess(params, obs))
+    action = distributions.draw(dist, key, mode)
+    return action if p.discrete else p.env.action_spec.project(action)
 
 
-def _gae(config: Config, traj: dict, next_value: Tensor) -> tuple[Tensor, Tensor]:
-    return objectives.gae(
-        traj["reward"], traj["value"], next_value, traj["terminated"], traj["truncated"],
-        gamma=config.gamma, lmbda=config.gae_lambda,
-    )  # fmt: skip
+# ------------------------------------------------------------------------------ collect
 
 
-def train(config: Config, key: Tensor, num_seeds: int = 1, *, compile: bool | str = True,
-          callback: Any = None) -> tuple[TrainState, dict]:  # fmt: skip
+def rollout_step(p: Parts, carry: tuple, _: Any = None) -> tuple[tuple, dict]:
+    """One step of the ``num_envs`` envs, as ``core.scan``'s body.
+
+    Args:
+      carry: ``(net_params, env_state, obs [num_envs, ...], obs_norm stats or (), key)``.
+    Returns:
+      ``(carry, record)``: the record holds what learning needs of the step (``obs`` as the
+      network saw it, ``action``, ``log_prob``, ``value``, ``final_x``: the reached
+      observation, the final one where an episode ended, preprocessed) and
+      ``onpolicy.step_record``'s fields. Running stats update after the step.
+    """
+    net_params, env_state, obs, stats, key = carry
+    key, k_act = random.split(key).unbind(-2)
+    x = obs if p.norm is None else p.norm(obs, stats)
+    dist, value = p.forward(net_params, x)
+    action, logp = dist.sample_and_log_prob(k_act)
+    env_state, ts = p.benv.step(env_state, action)
+    final = ts.obs if p.norm is None else p.norm(ts.obs, stats)
+    next_obs = ts.info["next_obs"]
+    if p.norm is not None:
+        stats = p.norm.update(stats, ts.replace(obs=next_obs))
+    record = {"obs": x, "action": action, "log_prob": logp, "value": value, "final_x": final}
+    return (net_params, env_state, next_obs, stats, key), {**record, **onpolicy.step_record(ts)}
+
+
+# ------------------------------------------------------------------------------ learn
+
+
+def advantages(p: Parts, net_params: dict, traj: dict) -> dict:
+    """The rollout ``traj`` [T, num_envs, ...] as one flat batch [T * num_envs, ...] of
+    ``obs``, ``action``, ``log_prob``, ``value``, ``advantage`` and ``value_target`` (GAE,
+    bootstrapped from the value of each step's reached observation)."""
+    _, next_value = p.net.apply(net_params, traj["final_x"])
+    advantage, target = onpolicy.advantages(traj, next_value, p.config)
+    batch = {k: traj[k].flatten(0, 1) for k in ("obs", "action", "log_prob", "value")}
+    batch["advantage"], batch["value_target"] = advantage.flatten(0, 1), target.flatten(0, 1)
+    return batch
+
+
+def minibatch_step(p: Parts, carry: tuple, index: Tensor) -> tuple[tuple, dict]:
+    """One gradient step on the clipped objective over ``batch[index]``, as ``core.scan``'s
+    body. ``carry``: ``(net_params, opt_state, batch)``; returns the loss's metrics."""
+    net_params, opt_state, batch = carry
+    minibatch = tree.map(lambda v: v[index], batch)
+
+    def loss_fn(params: dict, mb: dict) -> tuple[Tensor, dict]:
+        return onpolicy.clipped_loss(p.forward, params, mb, p.config)
+
+    net_params, opt_state, metrics = onpolicy.gradient_step(
+        loss_fn, p.opt, net_params, opt_state, minibatch
+    )
+    return (net_params, opt_state, batch), metrics
+
+
+# ------------------------------------------------------------------------------ update
+
+
+def update(p: Parts, state: TrainState) -> tuple[TrainState, dict]:
+    """One PPO iteration: collect ``num_envs x num_steps`` transitions, compute advantages,
+    then ``update_epochs`` passes of ``num_minibatches`` shuffled minibatches (one loop
+    over all of them). Pure; metrics per ``fxrl.algorithms.core``'s contract."""
+    config, params = p.config, state.params
+    # collect
+    carry = (params["net"], state.env_state, state.obs, params.get("obs_norm", ()), state.key)
+    body = functools.partial(rollout_step, p)
+    (_, env_state, obs, stats, key), traj = core.scan(body, carry, config.num_steps)
+    batch = advantages(p, params["net"], traj)
+    # learn
+    key, index = onpolicy.shuffled_minibatches(
+        key, config.update_epochs, p.batch_size, config.num_minibatches
+    )
+    body = functools.partial(minibatch_step, p)
+    (net_params, opt_state, _), losses = core.scan(
+        body, (params["net"], state.opt_state, batch), index
+    )
+    # report
+    steps = state.steps + p.batch_size
+    episodes = onpolicy.episode_report(traj)
+    metrics = onpolicy.update_metrics(episodes, losses, p.lr_at(state.updates), steps)
+    new_params = {"net": net_params} if p.norm is None else {"net": net_params, "obs_norm": stats}
+    new = TrainState(new_params, opt_state, env_state, obs, key, steps, state.updates + 1)
+    return new, metrics
+
+
+def make(config: Config) -> Algorithm:
+    """PPO for ``config``: ``Algorithm(init, update, policy, config, env, steps_per_update)``,
+    the functions above bound to ``parts(config)``."""
+    p = parts(config)
+
+    def init_(key: Tensor, env_params: Any = None) -> TrainState:
+        return init(p, key, env_params)
+
+    def update_(state: TrainState) -> tuple[TrainState, dict]:
+        return update(p, state)
+
+    def policy_(params: dict, obs: Tensor, key: Tensor | None = None, mode: str = "mode") -> Tensor:
+        return policy(p, params, obs, key, mode)
+
+    init_.__doc__, update_.__doc__, policy_.__doc__ = init.__doc__, update.__doc__, policy.__doc__
+    return Algorithm(init_, update_, policy_, config, p.env, p.batch_size)
+
+
+def train(
+    config: Config,
+    key: Tensor,
+    num_seeds: int = 1,
+    *,
+    compile: bool | str = True,
+    callback: Any = None,
+) -> tuple[TrainState, dict]:
     """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program.
 
     Returns ``(state, metrics)``: the final TrainState (leading [num_seeds] dim when

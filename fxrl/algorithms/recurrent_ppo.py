@@ -66,15 +66,16 @@ class Config:
     """Recurrent PPO's settings; names are PureJaxRL's (``ppo_rnn.py``) where it has them.
 
     Defaults are the recorded masked-CartPole run's
-    (docs/results/recurrent_ppo_masked_cartpole.md).
+    (docs/results/recurrent_ppo_masked_cartpole.md). ``hidden``: the embedding before the
+    core has layers of these sizes, and so do the actor and critic heads after it
+    (PureJaxRL's ``ppo_rnn``: one layer each, ``(64,)``).
     """
 
     env: str = "CartPole-v1"  # a pure env id (fxrl.envs.registered())
     mask_velocity: bool = True  # observe only POSITIONS[env]: a partially observable task
     cell: str = "gru"  # "gru", "lstm", or "mlp" (feed-forward baseline, carry unused)
     rnn_hidden: int = 64  # width of the recurrent core (and its carry)
-    hidden: tuple[int, ...] = (64,)  # layer sizes of the embedding before the core and of
-    # each head after it (PureJaxRL's ppo_rnn: one layer each)
+    hidden: tuple[int, ...] = (64,)  # layer sizes of the embedding and of each head
     activation: str = "tanh"  # activation of the embedding and the heads
     num_envs: int = 16  # envs stepped together per seed
     num_steps: int = 32  # steps per env per update (the length of each trained sequence)

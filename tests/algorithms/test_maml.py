@@ -179,9 +179,14 @@ def test_reinforce_loss_rejects_log_probs_of_another_shape():
 def test_collect_adaptation_rejects_bad_step_sizes_and_counts(lr, num_steps, match):
     with pytest.raises(ValueError, match=match):
         maml.collect_adaptation(
-            _loss_fn, _collect, _params(), torch.tensor(0.0), random.key(0), lr=lr,
+            _loss_fn,
+            _collect,
+            _params(),
+            torch.tensor(0.0),
+            random.key(0),
+            lr=lr,
             num_steps=num_steps,
-        )  # fmt: skip
+        )
 
 
 def test_adapt_rejects_a_non_positive_step_size():

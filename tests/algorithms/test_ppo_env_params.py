@@ -111,8 +111,8 @@ def test_minatar_observations_are_flattened_for_the_mlp():
     )
     # the policy on [10, 10, C] equals the policy on the observation flattened by hand,
     # through the same network built for a flat Box of prod(shape) inputs
-    flat = ppo._network(config, (math.prod(shape),), 3)
-    nested = ppo._network(config, shape, 3)
+    flat = ppo.network(config, (math.prod(shape),), 3)
+    nested = ppo.network(config, shape, 3)
     head_nested, value_nested = nested.apply(state.params["net"], state.obs)
     head_flat, value_flat = flat.apply(state.params["net"], state.obs.reshape(4, -1))
     assert torch.equal(head_nested, head_flat) and torch.equal(value_nested, value_flat)

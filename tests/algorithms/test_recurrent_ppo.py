@@ -10,8 +10,7 @@ from fxrl import export, random, tree
 from fxrl.algorithms import recurrent_ppo as rp
 from fxrl.testing import assert_trees_close
 
-SMALL = {"num_envs": 4, "num_steps": 8, "num_minibatches": 2, "update_epochs": 2,
-         "total_steps": 64}  # fmt: skip
+SMALL = {"num_envs": 4, "num_steps": 8, "num_minibatches": 2, "update_epochs": 2, "total_steps": 64}
 LEARN_STEPS = 64 * 512  # the slow learning tests' budget (64 default updates)
 
 
@@ -62,8 +61,9 @@ def test_is_init_resets_the_carry_inside_the_policy(cell):
     _, carry = algo.policy(params, obs, busy, is_init)
     _, from_zero = algo.policy(params, obs, zero, torch.ones(3, dtype=torch.bool))
     _, kept = algo.policy(params, obs, busy, torch.zeros(3, dtype=torch.bool))
-    for new, fresh, old in zip(tree.leaves(carry), tree.leaves(from_zero), tree.leaves(kept),
-                               strict=True):  # fmt: skip
+    for new, fresh, old in zip(
+        tree.leaves(carry), tree.leaves(from_zero), tree.leaves(kept), strict=True
+    ):
         # rows 0 and 2 start episodes: as if the carry were zeros; row 1 keeps its past
         torch.testing.assert_close(new[[0, 2]], fresh[[0, 2]])
         torch.testing.assert_close(new[1], old[1])
@@ -143,8 +143,9 @@ def _onnx_matches_eager(algo, params, tmp_path, seeds, max_steps):
     """Play gymnasium's CartPole-v1 with the eager policy, running the ONNX policy beside it
     on the same observations, each feeding back its own carry; ``is_init`` True on every
     episode's first observation. Checks every action and carry; returns the episode lengths."""
-    exported = export.export(algo.policy, params, torch.zeros(4), algo.initial_carry(),
-                             torch.tensor(True))  # fmt: skip
+    exported = export.export(
+        algo.policy, params, torch.zeros(4), algo.initial_carry(), torch.tensor(True)
+    )
     names = ["carry_h", "carry_c"] if algo.config.cell == "lstm" else ["carry"]
     assert exported.input_names == ["obs", *names, "is_init"]
     onnx = export.load_onnx(export.to_onnx(exported, tmp_path / "policy.onnx"), threads=1)
