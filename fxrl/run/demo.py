@@ -108,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="run directory (default: runs/demo-TIME)")
     p.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
     p.add_argument(
-        "--eager", action="store_true", help="train without compiling (default: one program)"
+        "--no-compile",
+        "--eager",
+        dest="eager",
+        action="store_true",
+        help="train eager, without compiling (default: one program), as fxrl train's flag",
     )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
     a = p.parse_args(argv)
