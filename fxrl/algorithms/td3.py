@@ -2,9 +2,9 @@
 
     algo = td3.make(td3.Config(env="Pendulum-v1"))
     state = algo.init(key)
-    state, metrics = algo.update(state)     # collect num_envs x rollout_steps, then learn
+    state, metrics = algo.update(state)     # collect num_envs x num_steps, then learn
 
-One ``update`` steps ``num_envs`` pure envs ``rollout_steps`` times with the deterministic
+One ``update`` steps ``num_envs`` pure envs ``num_steps`` times with the deterministic
 actor's action plus exploration noise (uniform in the action Box for the first
 ``learning_starts`` env steps): independent Gaussian noise per step
 (``exploration.gaussian_noise``, the default) or, with ``noise_type="ou"``,
@@ -15,9 +15,9 @@ transitions to the uniform replay buffer and takes ``gradient_steps`` steps of
 clipped double-Q target with target policy smoothing; the actor, and both targets
 (``soft_update``), only every ``policy_delay``-th gradient step, chosen with
 ``torch.where`` on the step count so that one graph serves every step under vmap and
-compile. The collect / add / learn skeleton (and its staged, compiled form) is
-``sac.make_offpolicy``; the TrainState is SAC's, and so is ``train_host`` (gymnasium envs
-through ``fxrl.collector``).
+compile. The collect / store / sample / learn skeleton (and its staged, compiled form),
+the TrainState and ``train_host`` (gymnasium envs through ``fxrl.collector``) are
+``fxrl.algorithms.offpolicy``'s, shared with SAC and DQN.
 
 Noise scales (``exploration_noise``, ``policy_noise``, ``noise_clip``) are in units of the
 action Box's half-width, as in the paper (whose actions are in [-1, 1]): on Pendulum-v1
@@ -41,14 +41,14 @@ from torch import Tensor
 from fxrl import envs, exploration, nn, objectives, random, tree
 from fxrl.algorithms import core
 from fxrl.algorithms.core import Algorithm, check_config
-from fxrl.algorithms.sac import (
+from fxrl.algorithms.offpolicy import (
     TrainState,
-    _check_hidden,
     adam_parts,
+    check_hidden,
     continuous_env,
     critic_model,
     init_state,
-    make_offpolicy,
+    make_update,
     train_host,
     twin_init,
 )
@@ -56,8 +56,16 @@ from fxrl.algorithms.sac import (
 __all__ = ["SWEEPABLE", "Config", "TrainState", "make", "train", "train_host"]
 
 # Config fields that enter the update only as numbers (see ``core.batched``'s ``sweep``).
-SWEEPABLE = ("actor_lr", "critic_lr", "gamma", "tau", "exploration_noise", "policy_noise",
-             "noise_clip", "ou_theta")  # fmt: skip
+SWEEPABLE = (
+    "actor_lr",
+    "critic_lr",
+    "gamma",
+    "tau",
+    "exploration_noise",
+    "policy_noise",
+    "noise_clip",
+    "ou_theta",
+)
 # swept as float64: they meet float64 math (a schedule) or only tensors with dims
 SWEEP_FLOAT64 = ("actor_lr", "critic_lr")
 
@@ -73,7 +81,7 @@ class Config:
     env: str = "Pendulum-v1"  # a pure env id (fxrl.envs.registered()) with Box actions
     total_steps: int = 20_000  # env steps per seed for train()
     num_envs: int = 1  # envs stepped together per seed
-    rollout_steps: int = 1  # steps per env per update
+    num_steps: int = 1  # steps per env per update
     gradient_steps: int = 1  # gradient steps per update (critic steps)
     buffer_size: int = 100_000  # replay capacity, transitions
     batch_size: int = 256  # transitions per gradient step
@@ -92,23 +100,20 @@ class Config:
 
     def __post_init__(self) -> None:
         core.check_env_id(self)
-        core.check_positive(
-            self, "total_steps", "num_envs", "rollout_steps", "gradient_steps", "buffer_size",
-            "batch_size", "policy_delay",
-        )  # fmt: skip
+        positive = ("total_steps", "num_envs", "num_steps", "gradient_steps", "buffer_size")
+        core.check_positive(self, *positive, "batch_size", "policy_delay")
         for f in ("actor_lr", "critic_lr"):
             check_config(self, f, float(getattr(self, f)) > 0, "a positive number")
         for f in ("exploration_noise", "policy_noise", "noise_clip"):
             check_config(self, f, float(getattr(self, f)) >= 0, "a number >= 0")
-        check_config(self, "noise_type", self.noise_type in NOISE_TYPES,
-                     f"one of {NOISE_TYPES}")  # fmt: skip
+        check_config(self, "noise_type", self.noise_type in NOISE_TYPES, f"one of {NOISE_TYPES}")
         check_config(self, "ou_theta", 0.0 < float(self.ou_theta) <= 1.0, "a number in (0, 1]")
         check_config(self, "gamma", 0.0 <= float(self.gamma) <= 1.0, "a number in [0, 1]")
-        check_config(self, "tau", 0.0 < float(self.tau) <= 1.0, "a number in (0, 1]",
-                     "TorchRL's SoftUpdate(eps=0.995) is tau=0.005.")  # fmt: skip
+        fix = "TorchRL's SoftUpdate(eps=0.995) is tau=0.005."
+        check_config(self, "tau", 0.0 < float(self.tau) <= 1.0, "a number in (0, 1]", fix)
         ok = isinstance(self.learning_starts, int) and self.learning_starts >= 0
         check_config(self, "learning_starts", ok, "an int >= 0")
-        _check_hidden(self)
+        check_hidden(self)
 
 
 def make(config: Config) -> Algorithm:
@@ -138,18 +143,30 @@ def make(config: Config) -> Algorithm:
         if mode in ("mode", "mean"):
             return action
         if mode != "random" or key is None:
-            raise ValueError(f"td3 policy: mode={mode!r} with key={key!r}; expected mode="
-                             "'mode' (deterministic) or 'random' with a key [2].")  # fmt: skip
+            raise ValueError(
+                f"td3 policy: mode={mode!r} with key={key!r}; expected mode='mode' "
+                "(deterministic) or 'random' with a key [2]."
+            )
         return exploration.gaussian_noise(key, action, spec, config.exploration_noise * half)
+
+    def uniform_phase(steps: Tensor) -> Tensor:
+        return steps < config.learning_starts
 
     def act(params: Any, obs: Tensor, key: Tensor, random_phase: Tensor, noise: Any) -> tuple:
         k_uniform, k_noise = random.split(key).unbind(-2)
         uniform = spec.sample(k_uniform, (config.num_envs,)).to(env.dtype)
         if config.noise_type == "ou":
+            action = actor(params["actor"], obs)
             noisy, noise = exploration.ornstein_uhlenbeck(
-                k_noise, actor(params["actor"], obs), noise, spec, half,
-                theta=config.ou_theta, sigma=config.exploration_noise, dt=1.0,
-            )  # fmt: skip
+                k_noise,
+                action,
+                noise,
+                spec,
+                half,
+                theta=config.ou_theta,
+                sigma=config.exploration_noise,
+                dt=1.0,
+            )
         else:
             noisy = policy(params, obs, k_noise, mode="random")
         return torch.where(random_phase, uniform, noisy), noise
@@ -161,18 +178,25 @@ def make(config: Config) -> Algorithm:
 
         def loss_fn(p: Any) -> tuple[Tensor, dict]:
             return objectives.td3_loss(
-                actor, critic.apply, p, target, batch, key, gamma=config.gamma,
-                policy_noise=config.policy_noise * half, noise_clip=config.noise_clip * half,
-                action_low=low, action_high=high, update_actor=due,
-            )  # fmt: skip
+                actor,
+                critic.apply,
+                p,
+                target,
+                batch,
+                key,
+                gamma=config.gamma,
+                policy_noise=config.policy_noise * half,
+                noise_clip=config.noise_clip * half,
+                action_low=low,
+                action_high=high,
+                update_actor=due,
+            )
 
         grads, aux = torch.func.grad(loss_fn, has_aux=True)(params)
         stepped, new_opt = opt_step(grads, opt_state, params)
         # Adam moves params even on a zero gradient (momentum): keep the actor as it was
-        new_params = {"actor": tree.where(due, stepped["actor"], params["actor"]),
-                      "critic": stepped["critic"]}  # fmt: skip
-        new_opt = {"actor": tree.where(due, new_opt["actor"], opt_state["actor"]),
-                   "critic": new_opt["critic"]}  # fmt: skip
+        new_params = {**stepped, "actor": tree.where(due, stepped["actor"], params["actor"])}
+        new_opt = {**new_opt, "actor": tree.where(due, new_opt["actor"], opt_state["actor"])}
         moved = objectives.soft_update(target, new_params, config.tau)
         new = (new_params, tree.where(due, moved, target), new_opt, count)
         m = {k: aux[k] for k in ("loss", "critic_loss", "q")}
@@ -184,14 +208,22 @@ def make(config: Config) -> Algorithm:
         params = {"actor": actor_net.init(k_actor), "critic": twin_init(critic, k_critic)}
         target = tree.map(torch.clone, params)
         noise = exploration.ou_init(spec, (config.num_envs,)) if config.noise_type == "ou" else {}
-        return init_state(config, benv, k_rest, params, target, opt_init(params), noise)
+        k_env, k_state = random.split(k_rest).unbind(-2)
+        opt_state = opt_init(params)
+        return init_state(config, benv, k_env, k_state, params, target, opt_state, noise=noise)
 
-    update = make_offpolicy(config, benv, act, learn)
-    return Algorithm(init, update, policy, config, env, config.num_envs * config.rollout_steps)
+    update = make_update(config, benv, uniform_phase, act, learn)
+    return Algorithm(init, update, policy, config, env, config.num_envs * config.num_steps)
 
 
-def train(config: Config, key: Tensor, num_seeds: int = 1, *, compile: bool | str = True,
-          callback: Any = None) -> tuple[TrainState, dict]:  # fmt: skip
+def train(
+    config: Config,
+    key: Tensor,
+    num_seeds: int = 1,
+    *,
+    compile: bool | str = True,
+    callback: Any = None,
+) -> tuple[TrainState, dict]:
     """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program.
 
     Returns ``(state, metrics)``: the final TrainState (leading [num_seeds] dim when

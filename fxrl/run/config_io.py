@@ -57,10 +57,21 @@ def config_to_json(config: Any) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(config), default=str))
 
 
+# Config fields renamed since runs were first saved, old name -> new name: a config.json
+# with an old name loads it as the new one, for a Config that has the new field (issue 29:
+# DQN's warm-up and the off-policy steps per env per update took PPO's and SB3's names).
+RENAMED_FIELDS = {"init_random_frames": "learning_starts", "rollout_steps": "num_steps"}
+
+
 def config_from_json(cls: type, data: dict[str, Any]) -> Any:
-    """Rebuild ``cls(**data)`` from ``config_to_json``'s output (lists back into tuples)."""
+    """Rebuild ``cls(**data)`` from ``config_to_json``'s output (lists back into tuples;
+    fields renamed since, ``RENAMED_FIELDS``, under their new names)."""
     defaults = cls()
     names = {f.name for f in dataclasses.fields(cls)}
+    data = {
+        RENAMED_FIELDS[k] if k in RENAMED_FIELDS and RENAMED_FIELDS[k] in names else k: v
+        for k, v in data.items()
+    }
     unknown = sorted(set(data) - names)
     if unknown:
         raise ValueError(

@@ -21,7 +21,7 @@ import torch
 from fxrl import envs, random, specs, tree
 from fxrl.algorithms.core import combination_names
 from fxrl.run import checkpoint
-from fxrl.run.config_io import config_to_json, read_run_config
+from fxrl.run.config_io import read_run_config
 
 __all__ = ["evaluate_gymnasium", "evaluate_pure", "evaluate_run", "load_run", "seed_params"]
 
@@ -37,7 +37,8 @@ def load_run(run_dir: str | Path, name: str = "latest") -> tuple[dict[str, Any],
     if not path.exists():
         have = sorted(p.stem for p in (run_dir / "checkpoints").glob("*.safetensors"))
         raise FileNotFoundError(f"{path} does not exist; checkpoints in {run_dir}: {have}.")
-    expect = {"algorithm": info["algorithm"], "config": config_to_json(info["config"])}
+    # config.json as written: the checkpoint's names (config_io.RENAMED_FIELDS included)
+    expect = {"algorithm": info["algorithm"], "config": info["config_json"]}
     state, meta = checkpoint.load(path, template, expect=expect)
     return info, algo, state, meta
 

@@ -41,7 +41,6 @@ from fxrl.run import checkpoint
 from fxrl.run import tasks as run_tasks
 from fxrl.run.config_io import (
     algorithm_module,
-    config_to_json,
     exactness_differences,
     read_run_config,
     write_run_config,
@@ -213,7 +212,8 @@ def _check_same_run(path: Path, meta: dict[str, Any], info: dict[str, Any]) -> N
             f"config.json says {info['algorithm']!r}: not this run's checkpoint; it cannot "
             "continue this run, exactly or at all."
         )
-    here, there = config_to_json(info["config"]), meta.get("config") or {}
+    # config.json as written (its names are the checkpoint's, renamed fields included)
+    here, there = info["config_json"], meta.get("config") or {}
     diff = [k for k in there if here.get(k) != there[k]]
     if meta.get("tasks") != info["tasks"]:
         raise checkpoint.CheckpointError(
@@ -305,7 +305,7 @@ def batched_update(
 
 
 def _expect(info: dict[str, Any]) -> dict[str, Any]:
-    expect = {"algorithm": info["algorithm"], "config": config_to_json(info["config"])}
+    expect = {"algorithm": info["algorithm"], "config": info["config_json"]}
     if info.get("tasks"):
         expect["tasks"] = info["tasks"]
     return {**expect, "sweep": info["sweep"]} if info["sweep"] else expect

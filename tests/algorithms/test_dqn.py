@@ -11,8 +11,8 @@ from fxrl.algorithms import core, dqn
 from fxrl.testing import assert_trees_close, check_export
 
 # Tiny but complete: learning starts after the first update.
-SMALL = {"num_envs": 2, "rollout_steps": 4, "gradient_steps": 2, "buffer_size": 64,
-         "batch_size": 8, "init_random_frames": 8, "hidden": (16,)}  # fmt: skip
+SMALL = {"num_envs": 2, "num_steps": 4, "gradient_steps": 2, "buffer_size": 64,
+         "batch_size": 8, "learning_starts": 8, "hidden": (16,)}  # fmt: skip
 
 
 def test_config_defaults_are_purejaxrls_cartpole_dqn():
@@ -21,9 +21,9 @@ def test_config_defaults_are_purejaxrls_cartpole_dqn():
         "CartPole-v1", 500_000, 10, 10_000, 128)  # fmt: skip
     assert (c.lr, c.gamma, c.eps_start, c.eps_end, c.eps_decay_steps) == (
         2.5e-4, 0.99, 1.0, 0.05, 250_000)  # fmt: skip
-    assert (c.init_random_frames, c.tau, c.loss, c.hidden) == (10_000, 1.0, "mse", (120, 84))
+    assert (c.learning_starts, c.tau, c.loss, c.hidden) == (10_000, 1.0, "mse", (120, 84))
     # one gradient step per 10 env steps, a hard copy every 500 env steps
-    steps_per_grad = c.num_envs * c.rollout_steps / c.gradient_steps
+    steps_per_grad = c.num_envs * c.num_steps / c.gradient_steps
     assert steps_per_grad == 10 and c.target_update_every * steps_per_grad == 500
 
 
@@ -40,7 +40,7 @@ def test_make_rejects_a_continuous_action_env_naming_the_field_and_the_fix():
 @pytest.mark.parametrize(
     ("field", "value", "allowed"),
     [("batch_size", 0, "positive int"), ("tau", 0.0, r"\(0, 1\]"), ("loss", "l1", "huber"),
-     ("eps_end", 2.0, r"\[0, 1\]"), ("init_random_frames", -1, ">= 0")],
+     ("eps_end", 2.0, r"\[0, 1\]"), ("learning_starts", -1, ">= 0")],
 )  # fmt: skip
 def test_config_rejects_bad_values_naming_field_value_and_what_is_allowed(field, value, allowed):
     with pytest.raises(
@@ -72,7 +72,7 @@ def test_update_does_not_mutate_its_input_state_except_the_replay_storage(small)
 
 
 def test_metrics_follow_the_contract_and_report_nan_before_learning_and_without_episodes():
-    algo = dqn.make(dqn.Config(**{**SMALL, "rollout_steps": 1, "init_random_frames": 100}))
+    algo = dqn.make(dqn.Config(**{**SMALL, "num_steps": 1, "learning_starts": 100}))
     state, m = algo.update(algo.init(random.key(1)))
     assert m["steps"].dtype == torch.int64 and int(m["steps"]) == 2
     assert int(m["episodes"]) == 0  # no CartPole episode ends after one step
@@ -83,7 +83,7 @@ def test_metrics_follow_the_contract_and_report_nan_before_learning_and_without_
 
 
 def test_episode_metrics_are_the_means_of_the_episodes_that_ended():
-    algo = dqn.make(dqn.Config(**{**SMALL, "rollout_steps": 60, "gradient_steps": 1}))
+    algo = dqn.make(dqn.Config(**{**SMALL, "num_steps": 60, "gradient_steps": 1}))
     state = algo.init(random.key(2))
     _, m = algo.update(state)
     # the same rollout by hand: random actions (epsilon 1) from the same keys
@@ -119,7 +119,7 @@ def test_vmapped_seeds_equal_separate_runs_with_the_same_keys():
 
 def test_n_step_transitions_in_the_buffer_match_a_python_loop():
     n, gamma, T = 3, 0.9, 30
-    cfg = {**SMALL, "rollout_steps": T, "gamma": gamma, "buffer_size": 2 * T}
+    cfg = {**SMALL, "num_steps": T, "gamma": gamma, "buffer_size": 2 * T}
     one, _ = dqn.make(dqn.Config(**cfg)).update(dqn.make(dqn.Config(**cfg)).init(random.key(4)))
     algo = dqn.make(dqn.Config(**cfg, n_step=n))
     multi, _ = algo.update(algo.init(random.key(4)))  # same keys: the same rollout
@@ -211,8 +211,8 @@ def test_greedy_policy_exports_to_onnx_and_picks_the_same_actions(small, tmp_pat
 
 def test_dqn_learns_cartpole_greedy_return_clearly_above_random():
     # ~500 eager updates of 32 env steps and 8 gradient steps: tens of seconds
-    config = dqn.Config(total_steps=16_000, num_envs=4, rollout_steps=8, gradient_steps=8,
-                        init_random_frames=1_000, eps_decay_steps=6_000, lr=1e-3,
+    config = dqn.Config(total_steps=16_000, num_envs=4, num_steps=8, gradient_steps=8,
+                        learning_starts=1_000, eps_decay_steps=6_000, lr=1e-3,
                         batch_size=64, target_update_every=100, hidden=(64, 64))  # fmt: skip
     state, metrics = dqn.train(config, random.key(0), compile=False)
     assert int(metrics["steps"][-1]) == 16_000
@@ -253,7 +253,7 @@ def test_the_update_compiles_as_one_program_with_rolled_loops_equal_to_eager():
     # closures (lifted into the loops' inputs); the compiled update equals the eager one.
     import fxrl
 
-    algo = dqn.make(dqn.Config(**{**SMALL, "init_random_frames": 0}))
+    algo = dqn.make(dqn.Config(**{**SMALL, "learning_starts": 0}))
     gm = fxrl.trace(algo.update, algo.init(random.key(0)))
     assert len([n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]) == 2
     init, update = core.batched(algo, 2, compile=True)

@@ -20,15 +20,17 @@ import pytest
 import torch
 
 from fxrl import envs, random, tree
-from fxrl.algorithms import core, dqn, sac, td3
+from fxrl.algorithms import core, dqn, offpolicy, sac, td3
 
 DATA = pathlib.Path(__file__).parent / "data" / "offpolicy_known_answer.json"
 
 # learning starts within the first update (8 env steps), so every update learns
-_AC = {"num_envs": 2, "rollout_steps": 4, "gradient_steps": 2, "buffer_size": 64,
+_AC = {"num_envs": 2, "num_steps": 4, "gradient_steps": 2, "buffer_size": 64,
        "batch_size": 8, "learning_starts": 8, "hidden": (16, 16), "total_steps": 24}  # fmt: skip
-_DQN = {"num_envs": 2, "rollout_steps": 4, "gradient_steps": 2, "buffer_size": 64,
-        "batch_size": 8, "init_random_frames": 8, "hidden": (16,), "total_steps": 24}  # fmt: skip
+_DQN = {"num_envs": 2, "num_steps": 4, "gradient_steps": 2, "buffer_size": 64,
+        "batch_size": 8, "learning_starts": 8, "hidden": (16,), "total_steps": 24}  # fmt: skip
+_PER = {"prioritized": True, "double": True, "n_step": 2, "loss": "huber", "max_grad_norm": 1.0,
+        "tau": 0.5, "target_update_every": 2}  # fmt: skip
 # name: (module, Config fields, seeds, how: "pure" | "staged" | "host")
 CASES = {
     "sac": (sac, _AC, 1, "pure"),
@@ -42,9 +44,7 @@ CASES = {
     "td3_ou_host": (td3, {**_AC, "noise_type": "ou"}, 1, "host"),
     "dqn": (dqn, _DQN, 1, "pure"),
     "dqn_two_seeds": (dqn, _DQN, 2, "pure"),
-    "dqn_prioritized_nstep": (dqn, {**_DQN, "prioritized": True, "double": True, "n_step": 2,
-                                    "loss": "huber", "max_grad_norm": 1.0, "tau": 0.5,
-                                    "target_update_every": 2}, 1, "pure"),  # fmt: skip
+    "dqn_prioritized_nstep": (dqn, {**_DQN, **_PER}, 1, "pure"),
     "dqn_nstep_two_seeds": (dqn, {**_DQN, "n_step": 3, "double": True}, 2, "pure"),
 }
 
@@ -69,7 +69,7 @@ def run_case(name: str) -> dict:
         out = {}
         if how == "host":
             env = envs.gym(algo.config.env, num_envs=algo.config.num_envs)
-            state, history = sac.train_host(algo, env, random.key(3))
+            state, history = offpolicy.train_host(algo, env, random.key(3))
             for i, metrics in enumerate(history):
                 out.update({f"{i}/{k}": _number(v) for k, v in sorted(metrics.items())})
             out["state_sha256"] = _digest(tree.map(torch.as_tensor, state))

@@ -11,7 +11,7 @@ from fxrl.algorithms import core, sac
 from fxrl.testing import assert_trees_close
 
 # Tiny but complete: the first update is random actions only, learning starts at the second.
-SMALL = {"num_envs": 2, "rollout_steps": 2, "gradient_steps": 2, "buffer_size": 64,
+SMALL = {"num_envs": 2, "num_steps": 2, "gradient_steps": 2, "buffer_size": 64,
          "batch_size": 8, "learning_starts": 8, "hidden": (16, 16)}  # fmt: skip
 
 
@@ -174,7 +174,7 @@ def test_learns_pendulum_on_a_small_budget():
     # greedy policy in gymnasium's Pendulum-v1 must beat the random policy's ~-1200 and
     # the fresh actor's. Slow: eager gradient steps cost ~0.1-0.2 s each on a loaded
     # 2-core machine (the recorded runs in docs/results are the real learning claims)
-    config = sac.Config(num_envs=4, rollout_steps=2, gradient_steps=8, total_steps=3_200,
+    config = sac.Config(num_envs=4, num_steps=2, gradient_steps=8, total_steps=3_200,
                         learning_starts=400, hidden=(64, 64), batch_size=128)  # fmt: skip
     algo = sac.make(config)
     fresh = core.evaluate(algo, algo.init(random.key(0)).params, 5)

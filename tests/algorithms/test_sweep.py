@@ -10,7 +10,7 @@ from fxrl.algorithms import core, dqn, ppo, recurrent_ppo, sac, td3
 from fxrl.testing import assert_trees_close
 
 SEEDS, UPDATES = 2, 3
-OFF_POLICY = {"num_envs": 2, "rollout_steps": 4, "gradient_steps": 2, "buffer_size": 64,
+OFF_POLICY = {"num_envs": 2, "num_steps": 4, "gradient_steps": 2, "buffer_size": 64,
               "batch_size": 8, "hidden": (16, 16)}  # fmt: skip
 # name -> (module, config, sweep): two fields of two values each, tiny nets and budgets.
 # Where a swept number enters only as a Python float would (float64 math, or a float32
@@ -49,7 +49,7 @@ CASES = {
     ),
     "dqn": (
         dqn,
-        dqn.Config(**OFF_POLICY, init_random_frames=8, target_update_every=3, eps_decay_steps=16),
+        dqn.Config(**OFF_POLICY, learning_starts=8, target_update_every=3, eps_decay_steps=16),
         {"lr": [1e-3, 1e-2], "gamma": [0.9, 0.99]},
     ),
     "sac": (

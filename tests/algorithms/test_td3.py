@@ -9,11 +9,11 @@ import torch
 
 from fxrl import buffers, nn, random, tree
 from fxrl.algorithms import core, td3
-from fxrl.algorithms.sac import _split
+from fxrl.algorithms.offpolicy import split
 from fxrl.testing import assert_trees_close
 
 # Tiny but complete: the first update is random actions only, learning starts at the second.
-SMALL = {"num_envs": 2, "rollout_steps": 2, "gradient_steps": 1, "buffer_size": 64,
+SMALL = {"num_envs": 2, "num_steps": 2, "gradient_steps": 1, "buffer_size": 64,
          "batch_size": 8, "learning_starts": 8, "hidden": (16, 16)}  # fmt: skip
 
 
@@ -92,8 +92,8 @@ def _critic_loss_by_hand(state, buffer, config, smoothing):
     sampled batch, the target action built by ``smoothing``."""
     actor_net = nn.mlp(3, 1, config.hidden, "relu", output_activation="tanh")
     critic_net = nn.mlp(4, 1, config.hidden, "relu")
-    _, _, k_learn = _split(state.key, 3)
-    k_sample, k_loss = _split(random.split(k_learn, 1)[0], 2)
+    _, _, k_learn = split(state.key, 3)
+    k_sample, k_loss = split(random.split(k_learn, 1)[0], 2)
     batch, _ = buffers.sample(buffer, k_sample, config.batch_size)
     mu = 2.0 * actor_net.apply(state.target_params["actor"], batch["next_obs"])  # mid 0, half 2
     next_action = smoothing(mu, k_loss)
@@ -182,7 +182,7 @@ def test_vmapped_seeds_equal_separate_runs(noise_type):
 def test_ou_noise_lives_in_the_state_follows_its_recursion_and_restarts_each_episode():
     # Pendulum-v1: every env is truncated at step 200, so both restarts are seen
     theta, sigma, n = 0.1, 0.3, 4
-    config = td3.Config(num_envs=n, rollout_steps=1, gradient_steps=1, buffer_size=2048,
+    config = td3.Config(num_envs=n, num_steps=1, gradient_steps=1, buffer_size=2048,
                         batch_size=8, learning_starts=0, hidden=(16, 16), noise_type="ou",
                         ou_theta=theta, exploration_noise=sigma)  # fmt: skip
     algo = td3.make(config)
@@ -215,7 +215,7 @@ def test_train_host_carries_ou_noise_through_the_collector_and_restarts_it_each_
     # One batch of 100 steps per env, acted on by the fresh actor (learning follows the
     # batch): the noise is the action minus the actor's, in half-widths (2)
     theta, sigma, n, steps = 0.1, 0.1, 2, 100
-    config = td3.Config(num_envs=n, rollout_steps=steps, gradient_steps=1, buffer_size=256,
+    config = td3.Config(num_envs=n, num_steps=steps, gradient_steps=1, buffer_size=256,
                         batch_size=8, learning_starts=0, hidden=(16, 16), noise_type="ou",
                         ou_theta=theta, exploration_noise=sigma, total_steps=n * steps)  # fmt: skip
     algo, key = td3.make(config), random.key(5)
@@ -248,7 +248,7 @@ def test_learns_pendulum_on_a_small_budget():
     # gymnasium's Pendulum-v1 must beat the random policy's ~-1200 and the fresh actor's.
     # Slow: ~15 ms per eager gradient step on a quiet 2-core machine, 0.1-0.2 s loaded
     # (the recorded runs in docs/results are the real learning claims)
-    config = td3.Config(num_envs=4, rollout_steps=2, gradient_steps=8, total_steps=6_400,
+    config = td3.Config(num_envs=4, num_steps=2, gradient_steps=8, total_steps=6_400,
                         learning_starts=400, hidden=(64, 64), batch_size=128)  # fmt: skip
     algo = td3.make(config)
     fresh = core.evaluate(algo, algo.init(random.key(0)).params, 5)

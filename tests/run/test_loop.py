@@ -83,7 +83,7 @@ def test_td3_with_ou_noise_runs_through_nan_losses_before_learning_and_resumes(t
     from fxrl.algorithms import td3
 
     config = td3.Config(env="MountainCarContinuous-v0", total_steps=48, num_envs=2,
-                        rollout_steps=4, buffer_size=64, batch_size=8, learning_starts=16,
+                        num_steps=4, buffer_size=64, batch_size=8, learning_starts=16,
                         hidden=(8, 8), noise_type="ou")  # fmt: skip
     whole = train("td3", config, tmp_path / "whole", num_seeds=2, quiet=True, compile=False)
     rows = read_rows(whole.run_dir / "metrics.jsonl")

@@ -32,7 +32,7 @@ HOOK = "FXRL_TEST_SIGNAL_IN_WRITE"
 TIMING = ("steps_per_s", "time")
 ITERATIONS = 24
 
-OFF_POLICY = ["--num-envs", "2", "--rollout-steps", "4", "--gradient-steps", "2",
+OFF_POLICY = ["--num-envs", "2", "--num-steps", "4", "--gradient-steps", "2",
               "--buffer-size", "64", "--batch-size", "8", "--hidden", "16", "16"]  # fmt: skip
 # name -> (fxrl train arguments, env steps per iteration, seeds)
 ALGOS = {
@@ -41,9 +41,9 @@ ALGOS = {
     "recurrent_ppo": (["recurrent_ppo", "--env", "CartPole-v1", "--num-envs", "4",
                        "--num-steps", "8", "--update-epochs", "2", "--num-minibatches", "2",
                        "--rnn-hidden", "8", "--hidden", "16"], 32, 2),
-    "dqn": (["dqn", "--env", "CartPole-v1", *OFF_POLICY, "--init-random-frames", "16",
+    "dqn": (["dqn", "--env", "CartPole-v1", *OFF_POLICY, "--learning-starts", "16",
              "--target-update-every", "3", "--eps-decay-steps", "100"], 8, 2),
-    "dqn_prioritized": (["dqn", "--env", "CartPole-v1", *OFF_POLICY, "--init-random-frames",
+    "dqn_prioritized": (["dqn", "--env", "CartPole-v1", *OFF_POLICY, "--learning-starts",
                          "16", "--target-update-every", "3", "--eps-decay-steps", "100",
                          "--prioritized"], 8, 2),
     "sac": (["sac", "--env", "Pendulum-v1", *OFF_POLICY, "--learning-starts", "16"], 8, 2),
@@ -54,7 +54,7 @@ ALGOS = {
     "ppo_sweep": (["ppo", "--env", "CartPole-v1", "--num-envs", "4", "--num-steps", "16",
                    "--update-epochs", "2", "--num-minibatches", "2", "--hidden", "16", "16",
                    "--sweep", "lr=2.5e-4,1e-3", "--sweep", "ent_coef=0,0.01"], 64, 2),
-    "dqn_sweep": (["dqn", "--env", "CartPole-v1", *OFF_POLICY, "--init-random-frames", "16",
+    "dqn_sweep": (["dqn", "--env", "CartPole-v1", *OFF_POLICY, "--learning-starts", "16",
                    "--target-update-every", "3", "--eps-decay-steps", "100",
                    "--sweep", "lr=1e-3,1e-2"], 8, 2),
     # a task ensemble: 2 pole lengths x 2 seeds as one vmapped update (4 rows an iteration)
