@@ -250,7 +250,6 @@ class Parts:
     opt: optim.GradientTransformation
     lr_at: Any  # lr_at(updates_done) -> [] float32, the reported lr
     batch_size: int  # num_envs * num_steps: env steps per update
-    grad_steps: int  # update_epochs * num_minibatches
 
     def forward(self, net_params: dict, x: Tensor) -> tuple[Any, Tensor]:
         """``(distribution, value)`` for preprocessed observations ``x``."""
@@ -296,7 +295,6 @@ def parts(config: Config) -> Parts:
         opt=opt,
         lr_at=lr_at,
         batch_size=batch_size,
-        grad_steps=grad_steps,
     )
 
 

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from fxrl import envs, random, tree
 from fxrl._errors import unknown
-from fxrl.algorithms.core import Algorithm, _contiguous, batched
+from fxrl.algorithms.core import Algorithm, batched
 from fxrl.envs.core import Env, params_as_tensors
 
 __all__ = [
@@ -164,7 +164,10 @@ def init_tasks(algo: Algorithm, key: Tensor, env_params: Any) -> Any:
             "init(key, env_params=None) sets the task (fxrl.algorithms.ppo)."
         )
     init = torch.func.vmap(lambda k, p: algo.init(k, env_params=p))
-    return _contiguous(init(random.split(key, n), env_params))
+    # dense leaves (a vmapped init makes stride-0 ones), as core.batched's init gives: the
+    # compiled update then sees the strides it returns and does not recompile
+    dense = torch.contiguous_format
+    return tree.map(lambda x: x.clone(memory_format=dense), init(random.split(key, n), env_params))
 
 
 def update_tasks(
