@@ -4,7 +4,10 @@ AOTInductor (several compile options), one call and inside the ALE loop.
 The policy is the one of examples/export_pong_policy.py: raw uint8 screen [210, 160, 3]
 -> to_tensor_image -> resize 84 nearest -> grayscale -> Nature DQN (1 channel) -> argmax.
 int8: ``to_onnx(..., quantize="int8")`` calibrated on 256 ALE screens of a random-action
-game, in ONNX Runtime's two formats (QDQ, fxrl's; QOperator). JSON lines, in order:
+game, in ONNX Runtime's two formats (QDQ, fxrl's; QOperator). The ``_u8pre`` variants
+preprocess with ``fxrl.envs.atari.screen_preprocess(84)`` instead: the same numbers (checked
+on held-out screens), with the nearest resize done on the uint8 screen before the float
+conversion. JSON lines, in order:
 
   setup     CPU, threads, versions, the network's FLOPs and this CPU's sgemm GFLOP/s (a
             large torch.mm on the same threads), whose ratio is the FLOP floor of one call;
@@ -12,13 +15,14 @@ game, in ONNX Runtime's two formats (QDQ, fxrl's; QOperator). JSON lines, in ord
   latency   one call on one observation, ms per call (median of alternating rounds, min,
             max) per target: eager (the Python function), exported (ExportedProgram
             .module()), onnx (InferenceSession.run), onnx_fxrl (fxrl.deploy's checked
-            wrapper), onnx_int8 (QDQ), onnx_int8_qoperator, and each AOTI variant; then
-            ratios: each to the FLOP floor, onnx_int8/onnx, and each AOTI variant / onnx
-            (target <= 1.2);
+            wrapper), onnx_int8 (QDQ), onnx_int8_qoperator, onnx_u8pre, onnx_int8_u8pre,
+            and each AOTI variant; then ratios: each to the FLOP floor, the int8 and
+            u8pre files / onnx, and each AOTI variant / onnx (target <= 1.2);
   rollout   agent steps of ALE Pong (4 frames a step, the screen read every step), ms per
             step, alternating rounds: ale (constant action, no screen read: ALE alone),
             ale_screen (constant action, screen read), then the whole loop with each
-            policy; ratios "whole loop / ALE alone" (target <= 1.3 for int8).
+            policy; ratios "whole loop / ALE alone" (target <= 1.3 for int8; the
+            onnx_int8_u8pre loop is the int8 deploy path with the cheaper preprocessing).
 
     python bench/export_bench.py              # full run (the lead takes figures from it)
     python bench/export_bench.py --quick      # fewer iterations, 200 steps: check it runs
@@ -42,6 +46,7 @@ from _common import cpu_model, measure  # bench/_common.py
 
 from fxrl import _quantize, exploration, nn, random
 from fxrl import transforms as T
+from fxrl.envs.atari import screen_preprocess
 from fxrl.export import AOTI_OPTIONS, export, load_aoti, load_onnx, to_aoti, to_onnx
 
 NUM_ACTIONS = 6
@@ -62,8 +67,16 @@ AOTI_VARIANTS: dict[str, tuple[dict, bool]] = {
 QUICK_AOTI = ("aoti", "aoti_freezing")
 
 
+preprocess_u8 = screen_preprocess(84)  # the same numbers, resized on uint8 first
+
+
 def pong_policy(params: dict, pixels: torch.Tensor) -> torch.Tensor:
     action, _ = exploration.q_value(dqn.apply(params, preprocess(pixels)))
+    return action
+
+
+def pong_policy_u8(params: dict, pixels: torch.Tensor) -> torch.Tensor:
+    action, _ = exploration.q_value(dqn.apply(params, preprocess_u8(pixels)))
     return action
 
 
@@ -210,7 +223,12 @@ def main() -> None:
     _quantize.quantize_file(
         work / "pong.onnx", work / f"pong_int8_{fmt}.onnx", items, exported.meta, "fxrl", fmt
     )
-    build[f"onnx_int8_{fmt}_s"] = time.perf_counter() - t
+    build[f"onnx_int8_{fmt}_s"], t = time.perf_counter() - t, time.perf_counter()
+    exported_u8 = export(pong_policy_u8, params, screen_t)
+    to_onnx(exported_u8, work / "pong_u8pre.onnx")
+    build["onnx_u8pre_s"], t = time.perf_counter() - t, time.perf_counter()
+    to_onnx(exported_u8, work / "pong_int8_u8pre.onnx", quantize="int8", calibration=calibration)
+    build["onnx_int8_u8pre_s"] = time.perf_counter() - t
     aoti, batch1 = {}, {}
     exported_b1 = export(pong_policy, params, screen_t[None])
     for name in variants:
@@ -225,6 +243,8 @@ def main() -> None:
     onnx = load_onnx(work / "pong.onnx", threads=args.threads)
     int8 = load_onnx(work / "pong_int8.onnx", threads=args.threads)
     int8_other = load_onnx(work / f"pong_int8_{fmt}.onnx", threads=args.threads)
+    u8pre = load_onnx(work / "pong_u8pre.onnx", threads=args.threads)
+    int8_u8pre = load_onnx(work / "pong_int8_u8pre.onnx", threads=args.threads)
     module = exported.module
     calls: dict[str, Callable[[], object]] = {
         "eager": lambda: pong_policy(params, screen_t),
@@ -233,6 +253,8 @@ def main() -> None:
         "onnx_fxrl": lambda: onnx(screen),
         "onnx_int8": lambda: int8.session.run(None, {"pixels": screen}),
         f"onnx_int8_{fmt}": lambda: int8_other.session.run(None, {"pixels": screen}),
+        "onnx_u8pre": lambda: u8pre.session.run(None, {"pixels": screen}),
+        "onnx_int8_u8pre": lambda: int8_u8pre.session.run(None, {"pixels": screen}),
     }
     for name, policy in aoti.items():
         x = screen_t[None] if batch1[name] else screen_t
@@ -242,6 +264,7 @@ def main() -> None:
         s_t = torch.from_numpy(s)
         expected = int(pong_policy(params, s_t))
         assert int(onnx(s)) == expected and int(exported(s_t)) == expected
+        assert int(u8pre(s)) == expected  # uint8-first preprocessing: the same numbers
         for name, p in aoti.items():
             assert int(p(s_t[None])[0] if batch1[name] else p(s_t)) == expected, name
     with torch.inference_mode():
@@ -251,6 +274,8 @@ def main() -> None:
         ratio_row("latency", f"{name}/flop_floor", ms, [floor_ms] * len(ms), common)
     ratio_row("latency", "onnx_int8/onnx", times["onnx_int8"], times["onnx"], common)
     ratio_row("latency", f"onnx_int8_{fmt}/onnx", times[f"onnx_int8_{fmt}"], times["onnx"], common)
+    ratio_row("latency", "onnx_u8pre/onnx", times["onnx_u8pre"], times["onnx"], common)
+    ratio_row("latency", "onnx_int8_u8pre/onnx", times["onnx_int8_u8pre"], times["onnx"], common)
     for name in aoti:
         ratio_row("latency", f"{name}/onnx", times[name], times["onnx"], common)
 
@@ -271,6 +296,8 @@ def main() -> None:
         "ale_screen": rollout(None, True),
         "onnx": rollout(onnx_choose(onnx.session), True),
         "onnx_int8": rollout(onnx_choose(int8.session), True),
+        "onnx_u8pre": rollout(onnx_choose(u8pre.session), True),
+        "onnx_int8_u8pre": rollout(onnx_choose(int8_u8pre.session), True),
         **{name: rollout(aoti_choose(p, batch1[name]), True) for name, p in aoti.items()},
         "eager_torch": rollout(eager_choose, True),
     }

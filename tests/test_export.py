@@ -21,6 +21,7 @@ import torch
 from fxrl import distributions as D
 from fxrl import exploration, nn, random, specs
 from fxrl import transforms as T
+from fxrl.envs.atari import screen_preprocess
 from fxrl.export import ExportError, export, load, load_onnx, to_aoti, to_onnx
 from fxrl.testing import assert_trees_close, check_export
 
@@ -523,3 +524,32 @@ def test_dynamic_batch_with_random_draws_serves_every_batch_with_the_eager_actio
         key = random.key(100 + b)
         expected = sac_policy(params, obs, key, mode="random")
         assert_trees_close(exported(obs, key), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_screen_preprocess_on_uint8_equals_the_float_pipeline_and_the_policy_acts_alike(
+    atari_greedy, dqn_params, screens, workdir
+):
+    """``screen_preprocess`` resizes the uint8 screen before converting it to float: the
+    same numbers as ``PREPROCESS`` bit for bit, so the exported policy's actions are equal."""
+    stacked = SCREEN.sample(random.key(9), batch_shape=(2, 3))  # a batch of frame stacks
+    assert torch.equal(screen_preprocess(84)(stacked), PREPROCESS(stacked))
+    assert torch.equal(screen_preprocess(84)(screens[0]), PREPROCESS(screens[0]))
+    exact = T.compose(T.to_tensor_image(), T.resize(84, 110, "nearest-exact"))
+    got = screen_preprocess(84, 110, "nearest-exact", grayscale=False)(stacked)
+    assert torch.equal(got, exact(stacked))
+
+    def u8_policy(params, pixels):
+        action, _ = exploration.q_value(DQN.apply(params, screen_preprocess(84)(pixels)))
+        return action
+
+    exported = export(u8_policy, dqn_params, screens[0])
+    assert "upsample_nearest2d" not in str(exported)  # no float resize in the program
+    onnx_u8 = load_onnx(to_onnx(exported, workdir / "u8pre.onnx"), threads=1)
+    batch = SCREEN.sample(random.key(10), batch_shape=(16,))
+    for s in batch:
+        want = int(atari_policy(dqn_params, s))
+        assert int(onnx_u8(s.numpy())) == want == int(atari_greedy.onnx(s.numpy()))
+    with pytest.raises(ValueError, match=r"expects uint8 RGB screens \[\.\.\., H, W, 3\]"):
+        screen_preprocess(84)(screens[0].float())
+    with pytest.raises(ValueError, match="unknown mode 'bilinear'"):
+        screen_preprocess(84, mode="bilinear")

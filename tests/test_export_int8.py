@@ -7,13 +7,15 @@ result: examples/quantize_pong.py -> docs/results/pong_int8.json.)"""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 import torch
+from safetensors.torch import load_file
 
-from fxrl import nn, random
+from fxrl import _quantize, envs, nn, random
 from fxrl.algorithms import ppo
 from fxrl.cli import main
 from fxrl.export import export, load_onnx, to_onnx
@@ -61,7 +63,11 @@ def test_the_int8_file_holds_int8_weights_and_says_so_in_its_metadata(conv):
     assert ops.count("Conv") == 1 and "DequantizeLinear" in ops and "QuantizeLinear" in ops
     weights = [n.input[0] for n in model.graph.node if n.op_type == "DequantizeLinear"]
     int8_weights = [w for w in weights if dtypes.get(w) == onnx.TensorProto.INT8]
-    assert len(int8_weights) == 3  # the conv's and both dense layers' weights
+    # the conv's and the hidden dense layer's; the Q-value head stays float32 (and so does
+    # no first layer: the input is uint8 pixels)
+    assert int8_weights == ["conv_w_quantized", "head_layers_0_w_quantized"]
+    last = [n for n in model.graph.node if n.op_type in ("MatMul", "Gemm")][-1]
+    assert {dtypes.get(i) for i in last.input} & {onnx.TensorProto.FLOAT}
     meta = json.loads({p.key: p.value for p in model.metadata_props}["fxrl"])
     assert meta["quantize"] == "int8" and meta["inputs"] == exported.meta["inputs"]
 
@@ -102,7 +108,7 @@ def test_the_cli_int8_export_plays_the_float32_actions(cartpole_run, capsys):
     path = cartpole_run / "policy.onnx"
     assert out.startswith(str(path)) and "int8: greedy actions equal float32's on" in out
     record = json.loads((cartpole_run / "policy.onnx.json").read_text())
-    assert record["quantize"] == "int8" and record["calibration_frames"] == 64 * 512
+    assert record["quantize"] == "int8" and record["calibration_frames"] == 64 * 256
     dtypes, _ = _initializer_dtypes(path)
     assert onnx.TensorProto.INT8 in dtypes.values()
     # Independently of the record: frames of the torch policy playing from another key.
@@ -145,3 +151,59 @@ def test_the_cli_refuses_quantizing_what_it_cannot_in_one_line(cartpole_run, cap
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------ agreement on a trained policy
+# The actor of a PPO agent trained to CartPole's greedy return of 500 (the docs' live page's
+# seed 0: MLP 4-64-64-2, tanh), 18 KB of safetensors.
+ACTOR = Path(__file__).parent / "data" / "int8_cartpole_actor.safetensors"
+
+
+def cartpole_actor(w, obs):
+    """obs float [B, 4] -> greedy action [B] (the PPO policy's mode)."""
+    h = torch.tanh(obs @ w["0.w"].T + w["0.b"])
+    h = torch.tanh(h @ w["1.w"].T + w["1.b"])
+    return (h @ w["2.w"].T + w["2.b"]).argmax(-1)
+
+
+def _episodes(w, key, n):
+    """Every observation of ``n`` whole episodes of the float32 actor in fxrl's CartPole-v1
+    (500 steps at most), side by side from ``key``: [frames, 4]."""
+    env = envs.batch(envs.make("CartPole-v1", auto_reset=False, episode_stats=False), n)
+    state, ts = env.reset(key)
+    alive, frames = torch.ones(n, dtype=torch.bool), []
+    while alive.any():
+        frames.append(ts.obs[alive])
+        state, ts = env.step(state, cartpole_actor(w, ts.obs))
+        alive &= ~(ts.terminated | ts.truncated)
+    return torch.cat(frames)
+
+
+@pytest.fixture(scope="module")
+def cartpole_int8(tmp_path_factory):
+    w = load_file(str(ACTOR))
+    exported = export(cartpole_actor, w, torch.zeros(2, 4), dynamic_batch=True)
+    work = tmp_path_factory.mktemp("int8_cartpole")
+    calibration = [_episodes(w, random.key(100), 4)]
+    recorded = _episodes(w, random.key(7), 4)  # other episodes: 4 x 500 frames
+    fp32 = to_onnx(exported, work / "fp32.onnx")  # one export, quantized two ways
+    feeds = _quantize.feeds(exported, calibration)
+    default, all_int8 = work / "int8.onnx", work / "all_int8.onnx"
+    _quantize.quantize_file(fp32, default, feeds, exported.meta, "fxrl")  # to_onnx's choice
+    # every layer int8: the options before these measurements
+    _quantize.quantize_file(fp32, all_int8, feeds, exported.meta, "fxrl", float_first=False,
+                            float_head=False)  # fmt: skip
+    return w, recorded, default, all_int8
+
+
+def test_int8_picks_the_float32_action_on_99_percent_of_recorded_episodes(cartpole_int8):
+    w, recorded, default, all_int8 = cartpole_int8
+    assert len(recorded) == 4 * 500  # the trained actor balances all four to the time limit
+    want = cartpole_actor(w, recorded).numpy()
+    same = (load_onnx(default, threads=1)(recorded.numpy()) == want).mean()
+    assert same >= 0.99, f"int8 chose float32's action on {same:.2%} of the frames"
+    # The measurement can fail: quantizing every layer (the float observation's 4 features
+    # under one uint8 scale, the logits head in int8) flips far more close decisions.
+    coarse = (load_onnx(all_int8, threads=1)(recorded.numpy()) == want).mean()
+    assert coarse < 0.99 and coarse < same
+    print(f"int8 {same:.4f}, every layer int8 {coarse:.4f} of {len(want)} frames")

@@ -25,8 +25,9 @@ __all__ = ["FORMATS", "export_run", "record_inputs"]
 
 FORMATS = {"onnx": ".onnx", "pt2": ".pt2", "aoti": ".aoti.pt2"}
 # Calibration of an int8 export: CALIBRATION_ENVS episodes played side by side for
-# CALIBRATION_STEPS greedy steps (auto-reset), one calibration batch per CHUNK steps.
-CALIBRATION_ENVS, CALIBRATION_STEPS, CHUNK = 16, 128, 8
+# CALIBRATION_STEPS greedy steps (auto-reset), one calibration batch per CHUNK steps; the
+# agreement check plays CHECK_ENVS others as long.
+CALIBRATION_ENVS, CALIBRATION_STEPS, CHUNK, CHECK_ENVS = 64, 256, 8, 16
 
 
 def best_seed(meta: dict[str, Any]) -> int:
@@ -116,9 +117,10 @@ def export_run(
       out: the file to write; default ``run_dir/policy.<ext>``.
       checkpoint_name: which checkpoint (``best``, falling back to ``latest``).
       seed: which agent; default the one with the best latest training return.
-      quantize: ``"int8"`` (ONNX only): calibrated on 2048 observations of the policy
-        playing greedily in the run's env (16 envs, 128 steps); the record then also
-        says how often the int8 file's actions equal the float32 policy's on 2048 others.
+      quantize: ``"int8"`` (ONNX only): calibrated on 16384 observations of the policy
+        playing greedily in the run's env (64 envs, 256 steps); the record then also says
+        how often the int8 file's actions equal the float32 policy's on 4096 others (16
+        envs, 256 steps).
     Returns:
       The written path (``<path>.json`` next to it records seed, checkpoint and steps).
     """
@@ -156,7 +158,7 @@ def export_run(
         # One input per entry for policy(params, obs), a tuple of inputs for more.
         calibration = [c[0] if len(c) == 1 else c for c in _chunks(played, CHUNK)]
         to_onnx(exported, path, quantize=quantize, calibration=calibration)
-        held_out = record_inputs(algo, params, key_check, CALIBRATION_ENVS, CALIBRATION_STEPS)
+        held_out = record_inputs(algo, params, key_check, CHECK_ENVS, CALIBRATION_STEPS)
         discrete = isinstance(algo.env.action_spec, specs.Discrete)
         record["quantize"] = quantize
         record["calibration_frames"] = CALIBRATION_ENVS * CALIBRATION_STEPS
