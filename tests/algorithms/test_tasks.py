@@ -57,7 +57,8 @@ def test_task_params_change_what_an_agent_sees():
     """The same key with other env params gives another trajectory: the params are used."""
     algo = ppo.make(ppo.Config(env="CartPole-v1", **SMALL))
     env_params = tasks.task_params(envs.make("CartPole-v1"), length=[0.5, 1.0])
-    state, _ = tasks.update_tasks(algo, 2, compile=False)(tasks.init_tasks(algo, random.key(0), env_params))
+    update = tasks.update_tasks(algo, 2, compile=False)
+    state, _ = update(tasks.init_tasks(algo, random.key(0), env_params))
     default = algo.init(random.split(random.key(0), 2)[1])
     default, _ = algo.update(default)
     assert not torch.allclose(state.obs[1], default.obs)
@@ -93,7 +94,7 @@ def test_sample_params_with_other_keys_gives_other_tasks():
 @pytest.mark.parametrize(
     ("ranges", "num", "match"),
     [
-        ({"lenght": (0.2, 1.0)}, 4, r"unknown CartPoleParams param 'lenght'\. Did you mean 'length'\?"),
+        ({"lenght": (0.2, 1.0)}, 4, r"CartPoleParams param 'lenght'\. Did you mean 'length'\?"),
         ({"length": (1.0, 0.2)}, 4, r"ranges\['length'\] = \(1\.0, 0\.2\); expected \(low, high\)"),
         ({"length": (0.2, math.inf)}, 4, r"finite low <= high"),
         ({"length": (0.2,)}, 4, r"ranges\['length'\] = \(0\.2,\)"),
