@@ -40,6 +40,7 @@ from fxrl.algorithms.offpolicy import (
     TrainState,
     check_hidden,
     discrete_env,
+    greedy_or_noisy,
     init_state,
     make_update,
 )
@@ -237,14 +238,11 @@ def make(config: Config) -> Algorithm:
         """Greedy action [*B] for ``obs [*B, obs_dim]``; ``mode="random"`` is epsilon-greedy
         with ``eps_end`` and needs ``key``."""
         action, _ = exploration.q_value(q.apply(params, obs))
-        if mode in ("mode", "mean"):
-            return action
-        if mode != "random" or key is None:
-            raise ValueError(
-                f"dqn policy: mode={mode!r} with key={key!r}; expected mode='mode' (greedy) "
-                "or 'random' with a key [2]."
-            )
-        return exploration.egreedy(key, action, spec, config.eps_end)
+
+        def noisy(k: Tensor) -> Tensor:
+            return exploration.egreedy(k, action, spec, config.eps_end)
+
+        return greedy_or_noisy("dqn", action, noisy, key, mode)
 
     def epsilon(steps: Tensor) -> Tensor:
         """1 before ``learning_starts`` (uniform actions), then linearly annealed."""

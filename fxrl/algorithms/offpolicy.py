@@ -47,6 +47,7 @@ __all__ = [
     "continuous_env",
     "critic_model",
     "discrete_env",
+    "greedy_or_noisy",
     "init_state",
     "make_update",
     "sample_uniform",
@@ -158,6 +159,26 @@ def adam_parts(lrs: dict[str, Any]) -> tuple[Callable, Callable]:
         return new_params, new_state
 
     return init, step
+
+
+def greedy_or_noisy(
+    name: str,
+    action: Tensor,
+    noisy: Callable[[Tensor], Tensor],
+    key: Tensor | None,
+    mode: str,
+) -> Tensor:
+    """A policy's action by ``mode``: ``"mode"``/``"mean"`` the greedy ``action``,
+    ``"random"`` ``noisy(key)`` (DQN: epsilon-greedy; TD3: Gaussian noise); anything
+    else, or ``"random"`` without a key, is a one-line ``ValueError``."""
+    if mode in ("mode", "mean"):
+        return action
+    if mode != "random" or key is None:
+        raise ValueError(
+            f"{name} policy: mode={mode!r} with key={key!r}; expected mode='mode' (greedy) "
+            "or 'random' with a key [2]."
+        )
+    return noisy(key)
 
 
 # ------------------------------------------------------------------------------ pieces

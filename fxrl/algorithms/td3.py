@@ -47,6 +47,7 @@ from fxrl.algorithms.offpolicy import (
     check_hidden,
     continuous_env,
     critic_model,
+    greedy_or_noisy,
     init_state,
     make_update,
     train_host,
@@ -140,14 +141,11 @@ def make(config: Config) -> Algorithm:
         stateless, also for ``noise_type="ou"``, whose state only training carries);
         inside the action Box."""
         action = actor(params["actor"], obs)
-        if mode in ("mode", "mean"):
-            return action
-        if mode != "random" or key is None:
-            raise ValueError(
-                f"td3 policy: mode={mode!r} with key={key!r}; expected mode='mode' "
-                "(deterministic) or 'random' with a key [2]."
-            )
-        return exploration.gaussian_noise(key, action, spec, config.exploration_noise * half)
+
+        def noisy(k: Tensor) -> Tensor:
+            return exploration.gaussian_noise(k, action, spec, config.exploration_noise * half)
+
+        return greedy_or_noisy("td3", action, noisy, key, mode)
 
     def uniform_phase(steps: Tensor) -> Tensor:
         return steps < config.learning_starts

@@ -263,3 +263,15 @@ def test_the_update_compiles_as_one_program_with_rolled_loops_equal_to_eager():
     b, mb = eager(states)
     assert_trees_close(a, b, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(ma["loss"], mb["loss"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode, key", [("random", None), ("sample", random.key(0))])
+def test_policy_refuses_a_random_action_without_a_key_and_an_unknown_mode(small, mode, key):
+    algo, state = small
+    obs = algo.env.observation_spec.zeros((3,))
+    with pytest.raises(ValueError, match=rf"dqn policy: mode='{mode}'.*'random' with a key") as e:
+        algo.policy(state.params, obs, key, mode=mode)
+    assert "\n" not in str(e.value)
+    greedy = algo.policy(state.params, obs)
+    noisy = algo.policy(state.params, obs, random.key(1), mode="random")
+    assert greedy.shape == noisy.shape == (3,)

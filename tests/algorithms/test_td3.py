@@ -272,3 +272,12 @@ def test_train_host_takes_delayed_actor_steps_on_gymnasiums_pendulum():
     assert _changed(state.target_params["actor"], fresh.target_params["actor"])
     obs, next_obs = state.buffer.storage["obs"], state.buffer.storage["next_obs"]
     assert torch.equal(obs[2:24], next_obs[0:22])
+
+
+@pytest.mark.parametrize("mode, key", [("random", None), ("sample", random.key(0))])
+def test_policy_refuses_a_random_action_without_a_key_and_an_unknown_mode(small, mode, key):
+    algo, state = small
+    obs = algo.env.observation_spec.zeros((3,))
+    with pytest.raises(ValueError, match=rf"td3 policy: mode='{mode}'.*'random' with a key") as e:
+        algo.policy(state.params, obs, key, mode=mode)
+    assert "\n" not in str(e.value)
