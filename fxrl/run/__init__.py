@@ -9,11 +9,14 @@
     run.plot_runs(["runs/cartpole", "runs/other"], "compare.png")
     run.train("ppo", ppo.Config(), "runs/sweep", num_seeds=4,
               sweep={"lr": [1e-4, 3e-4], "ent_coef": [0.0, 0.01]})  # one vmapped update
+    run.train("ppo", ppo.Config(), "runs/poles", tasks=8,
+              task_ranges={"length": (0.25, 1.0)})  # a task ensemble, one vmapped update
 
 Modules: ``loop`` (train/resume), ``checkpoint`` (safetensors, atomic, checked),
 ``metrics`` (metrics.jsonl/csv, TensorBoard), ``plots``, ``progress``, ``evaluate``,
 ``export_run``, ``config_io`` (config.json), ``train_flags`` (the CLI's flags), ``sweep``
-(``--sweep``, rows tagged by combination, ``--pick``), ``demo``.
+(``--sweep``, rows tagged by combination, ``--pick``), ``tasks`` (``--tasks``, task
+ensembles' drawn params, rows tagged by task), ``demo``.
 """
 
 from fxrl.run import checkpoint
