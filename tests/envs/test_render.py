@@ -143,24 +143,41 @@ def test_compiled_vmapped_render_of_the_other_envs_equals_eager(id, batched_stat
     check_compiled(id, batched_states[id], compile_renders((id,), batched_states)[id])
 
 
-@pytest.mark.parametrize("id", IDS)
-def test_render_exports_with_torch_export(id, batched_states):
+@pytest.fixture(scope="module")
+def exported_renders(batched_states):
+    """Each env's render through ``fxrl.export.export`` (traced on the batch's first state),
+    exported once for the module: the torch.export and the ONNX tests share it."""
     from fxrl.export import export
 
+    cache = {}
+
+    def get(id):
+        if id not in cache:
+            env = bare(id)
+            state = tree.index(batched_states[id], 0)
+            cache[id] = export(lambda params, s: env.render(s), {}, state)
+        return cache[id]
+
+    return get
+
+
+@pytest.mark.parametrize("id", IDS)
+def test_render_exports_with_torch_export(id, batched_states, exported_renders):
     env = bare(id)
-    state = tree.index(batched_states[id], 0)
-    exported = export(lambda params, s: env.render(s), {}, state)
+    exported = exported_renders(id)
     other = tree.index(batched_states[id], 1)  # a different state through the same program
     assert torch.equal(exported(other), env.render(other))
 
 
 @pytest.mark.parametrize("id", ["CartPole-v1", "MountainCar-v0"])  # every draw helper
-def test_render_runs_in_onnx_runtime_with_the_same_pixels(id, batched_states, tmp_path):
+def test_render_runs_in_onnx_runtime_with_the_same_pixels(
+    id, batched_states, exported_renders, tmp_path
+):
     pytest.importorskip("onnxruntime")
-    from fxrl.export import export, load_onnx, to_onnx
+    from fxrl.export import load_onnx, to_onnx
 
     env = bare(id)
-    exported = export(lambda params, s: env.render(s), {}, tree.index(batched_states[id], 0))
+    exported = exported_renders(id)
     program = load_onnx(str(to_onnx(exported, tmp_path / "render.onnx")), threads=1)
     other = tree.index(batched_states[id], 1)
     (frame,) = tree.leaves(program(tree.map(lambda x: x.numpy(), other)))
