@@ -352,14 +352,20 @@ def main() -> None:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     curves_path = out_dir / "minatar_ppo_curves.json"
+    failed = False
     for game in games:
         rows, curves = {}, {}
-        if args.impl in ("both", "fxrl"):
-            rows["fxrl"], curves["fxrl"] = run_fxrl(args, game)
-            _emit(**rows["fxrl"])
-        if args.impl in ("both", "purejaxrl"):
-            rows["purejaxrl"], curves["purejaxrl"] = run_purejaxrl(args, game)
-            _emit(**rows["purejaxrl"])
+        for impl, run in (("fxrl", run_fxrl), ("purejaxrl", run_purejaxrl)):
+            if args.impl not in ("both", impl):
+                continue
+            try:
+                rows[impl], curves[impl] = run(args, game)
+            except (Exception, SystemExit) as e:  # one failed run leaves the others' rows
+                message = str(e).strip().splitlines()[-1:] or [type(e).__name__]
+                _emit(game=game, impl=impl, error=f"{type(e).__name__}: {message[0]}")
+                failed = True
+                continue
+            _emit(**rows[impl])
         if len(rows) == 2:
             fx, pj = rows["fxrl"], rows["purejaxrl"]
             _emit(game=game, ratio="greedy fxrl/purejaxrl",
@@ -372,7 +378,10 @@ def main() -> None:
         saved = json.loads(curves_path.read_text()) if curves_path.is_file() else {}
         saved[game] = {"total_steps": args.total_steps, "seeds": args.seeds, **curves}
         _write_json(curves_path, saved)
-        plot(game, curves, out_dir / f"minatar_ppo_{game}.png", args.total_steps)
+        if curves:
+            plot(game, curves, out_dir / f"minatar_ppo_{game}.png", args.total_steps)
+    if failed:  # exit 0 all the same: bench/record.py keeps the rows, error rows included
+        _log("minatar_ppo: a run failed (its error row says why); the others ran")
 
 
 if __name__ == "__main__":

@@ -82,3 +82,14 @@ def test_greedy_evaluation_matches_a_per_seed_loop(bench):
         want += torch.where(done, 0.0, ts.reward.double())
         done |= ts.terminated | ts.truncated
     assert got == want.reshape(2, 3).tolist()
+
+
+def test_a_failed_run_is_an_error_row_and_the_others_still_run(bench, tmp_path, monkeypatch,
+                                                              capsys):  # fmt: skip
+    # PureJaxRL's python missing: its row says why; fxrl's row, curve and PNG are written
+    _main(bench, monkeypatch, "--quick", "--games", "Breakout-MinAtar", "--out-dir",
+          str(tmp_path), "--jax-python", str(tmp_path / "no-python"))  # fmt: skip
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][1:]
+    assert [(r["impl"], "error" in r) for r in rows] == [("fxrl", False), ("purejaxrl", True)]
+    assert "no-python" in rows[1]["error"]
+    assert (tmp_path / "minatar_ppo_Breakout-MinAtar.png").is_file()
