@@ -2,6 +2,10 @@
 
     python examples/dqn_pong_export.py --min-frames 8000 --save-params dqn.pt   # train briefly
     python examples/quantize_pong.py --params dqn.pt --out docs/results/pong_int8.json
+    # a DQN whose greedy actions vary (36,000 frames, DQN's usual schedule):
+    python examples/dqn_pong_video.py --frames 36000 --video-steps 10 --out runs/pong36k
+    python examples/quantize_pong.py --params runs/pong36k/checkpoint.safetensors \
+        --out docs/results/pong_int8_36k.jsonl
 
 The policy is examples/export_pong_policy.py's (raw uint8 screen -> resize 84 nearest ->
 grayscale -> Nature DQN -> argmax). It is exported twice with ``fxrl.export.to_onnx``: in
@@ -13,6 +17,12 @@ policy plays (one episode from ``--calibration-seed``, every 4th agent step). Th
    >= 99%), with the Q-value gap between the best two actions where they differ;
 2. ``--episodes`` episodes (seeds ``--seed + 1``...), each played once by each policy on its
    own emulator (ALE/Pong-v5's frameskip 4 and sticky actions 0.25, seeded): the returns.
+
+The recorded episode is also asked of an int8 file with every layer quantized (the
+options before the Q-value head was kept in float32), for comparison. ``--params`` is a
+``torch.save``'d file or an fxrl checkpoint (``.safetensors``, as dqn_pong_video.py
+writes). ``--out`` ending in ``.jsonl`` writes JSON lines: the command, the recorded
+episode, the episodes.
 
 The emulator is ale_py's ALEInterface as in examples/deploy_onnx_pong.py; both policies run
 in ONNX Runtime with one thread. Without ``--params`` the network is freshly initialised.
@@ -34,8 +44,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from export_pong_policy import dqn, preprocess
 
-from fxrl import random
+from fxrl import _quantize, random
 from fxrl.export import export, load_onnx, to_onnx
+from fxrl.run import checkpoint
 
 FRAMESKIP = 4
 
@@ -88,7 +99,9 @@ def main() -> None:
     torch.set_num_threads(1)
 
     params = dqn.init(random.key(0))  # untrained, unless --params
-    if args.params:
+    if args.params and args.params.endswith(".safetensors"):
+        params, _ = checkpoint.load(args.params, params)  # no unpickling
+    elif args.params:
         params = torch.load(args.params, weights_only=True)
     work = Path(tempfile.mkdtemp(prefix="fxrl_pong_int8_"))
     exported = export(pong_q, params, torch.zeros(210, 160, 3, dtype=torch.uint8))
@@ -99,11 +112,19 @@ def main() -> None:
     path = to_onnx(exported, work / "int8.onnx", quantize="int8", calibration=calibration)
     quantize_s = time.perf_counter() - start
     int8 = load_onnx(path, threads=1)
+    every_layer = work / "int8_every_layer.onnx"
+    _quantize.quantize_file(work / "fp32.onnx", every_layer, _quantize.feeds(exported, calibration),
+                            exported.meta, "fxrl", float_head=False)  # fmt: skip
+    int8_all = load_onnx(every_layer, threads=1)
 
     # 1. one recorded episode, every screen asked of both
     episode = play(fp32, args.seed, args.max_steps)
     int8_out = [int8(s) for s in episode["screens"]]
     same = [int(o["action"]) == a for o, a in zip(int8_out, episode["actions"], strict=True)]
+    same_all = [
+        int(int8_all(s)["action"]) == a
+        for s, a in zip(episode["screens"], episode["actions"], strict=True)
+    ]
     gaps = []
     for q, ok in zip(episode["q"], same, strict=True):
         top2 = np.sort(q)[-2:]
@@ -116,11 +137,13 @@ def main() -> None:
     # 2. episodes played by each policy on its own emulator
     returns = {"fp32": [], "int8": []}
     lengths = {"fp32": [], "int8": []}
+    counts = {"fp32": collections.Counter(), "int8": collections.Counter()}
     for i in range(args.episodes):
         for name, policy in (("fp32", fp32), ("int8", int8)):
             ep = play(policy, args.seed + 1 + i, args.max_steps, keep=False)
             returns[name].append(ep["return"])
             lengths[name].append(len(ep["actions"]))
+            counts[name].update(ep["actions"])
 
     figures = {
         "params": args.params or "untrained (dqn.init(random.key(0)))",
@@ -135,6 +158,7 @@ def main() -> None:
             "max_abs_q_error": round(q_err, 5),
             "fp32_action_counts": dict(sorted(collections.Counter(episode["actions"]).items())),
             "return": episode["return"],
+            "every_layer_int8_same_action": round(sum(same_all) / len(same_all), 5),
         },
         "episodes": {
             "seeds": [args.seed + 1 + i for i in range(args.episodes)],
@@ -143,6 +167,8 @@ def main() -> None:
             "returns_equal": returns["fp32"] == returns["int8"],
             "fp32_lengths": lengths["fp32"],
             "int8_lengths": lengths["int8"],
+            "fp32_action_counts": dict(sorted(counts["fp32"].items())),
+            "int8_action_counts": dict(sorted(counts["int8"].items())),
         },
         "calibration_frames": len(calibration),
         "quantize_s": round(quantize_s, 2),
@@ -153,7 +179,12 @@ def main() -> None:
         "command": " ".join(["python", "examples/quantize_pong.py", *sys.argv[1:]]),
     }
     print(json.dumps(figures, indent=1))
-    if args.out:
+    if args.out and args.out.endswith(".jsonl"):
+        head = {k: v for k, v in figures.items() if k not in ("recorded_episode", "episodes")}
+        lines = [head, {"case": "recorded_episode", **figures["recorded_episode"]},
+                 {"case": "episodes", **figures["episodes"]}]  # fmt: skip
+        Path(args.out).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    elif args.out:
         Path(args.out).write_text(json.dumps(figures, indent=1) + "\n")
 
 

@@ -20,7 +20,6 @@ times it against the QOperator format.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from fxrl._errors import unknown
 
 QUANTIZE = ("int8",)
 OP_TYPES = ("Conv", "MatMul", "Gemm")
@@ -45,12 +46,8 @@ def check(quantize: Any, calibration: Any) -> None:
             )
         return
     if quantize not in QUANTIZE:
-        close = difflib.get_close_matches(str(quantize), QUANTIZE, 1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"to_onnx: unknown quantize {quantize!r}; expected one of {list(QUANTIZE)} or "
-            f"None (float32).{hint}"
-        )
+        message = unknown(quantize, QUANTIZE, "quantize", where="to_onnx")
+        raise ValueError(f"{message} None (the default) writes float32.")
     if calibration is None or isinstance(calibration, str | bytes) or _empty(calibration):
         raise ValueError(
             "to_onnx(quantize='int8') needs calibration: a list of example inputs the policy "
@@ -166,7 +163,7 @@ def quantize_file(
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     if fmt not in FORMATS:
-        raise ValueError(f"quantize: unknown format {fmt!r}; expected one of {list(FORMATS)}.")
+        raise ValueError(unknown(fmt, FORMATS, "format", where="quantize"))
     graph = onnx.load(str(source)).graph
     layers = [n.name for n in graph.node if n.op_type in OP_TYPES]
     if float_first is None:

@@ -43,6 +43,15 @@ Spec = dict[str, Any]  # the JSON structure spec (see ``unflatten``)
 # ----------------------------------------------------------------------------- structure
 
 
+def _unknown(name: object, valid: Sequence[object], what: str) -> str:
+    """``fxrl._errors.unknown``'s message, written again here because this file imports
+    nothing of fxrl (tests/test_export.py checks that the two say the same)."""
+    valid = [str(v) for v in valid]
+    found = difflib.get_close_matches(str(name), valid, 1, 0.6)
+    hint = f" Did you mean {found[0]!r}?" if found else ""
+    return f"unknown {what} {name!r}.{hint} Expected one of: {', '.join(valid)}."
+
+
 def leaf_names(spec: Spec) -> list[str]:
     """Names of the leaves of a JSON structure spec, in flattening order."""
     if spec["kind"] == "leaf":
@@ -123,11 +132,8 @@ def flatten_args(
                 raise TypeError(f"input {name!r} given twice.")
             out[name] = value
         else:
-            close = difflib.get_close_matches(name, [*by_arg, *all_leaves], 1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise TypeError(
-                f"unknown input {name!r}; inputs are {all_leaves} (arguments {list(by_arg)}).{hint}"
-            )
+            names = list(dict.fromkeys([*by_arg, *all_leaves]))
+            raise TypeError(_unknown(name, names, "input"))
     missing = [n for n in all_leaves if n not in out]
     if missing:
         raise TypeError(f"missing inputs {missing}; inputs are {all_leaves}.")

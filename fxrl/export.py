@@ -21,7 +21,6 @@ the eager one draws from the same key.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import inspect
 import io
 import json
@@ -38,6 +37,7 @@ from typing import Any
 import torch
 
 from fxrl import _quantize, deploy, tree
+from fxrl._errors import closest, unknown
 from fxrl._export_binding import (
     Binding,
     ExportError,
@@ -316,9 +316,7 @@ def export(
       An ``ExportedPolicy``: callable, printable, ``to_onnx``/``to_aoti``/``save``-able.
     """
     if mode not in MODES:
-        close = difflib.get_close_matches(str(mode), MODES, 1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"export: unknown mode {mode!r}; expected one of {list(MODES)}.{hint}")
+        raise ValueError(unknown(mode, MODES, "mode", where="export"))
     if not callable(fn):
         raise TypeError(f"export: fn must be a function fn(params, *inputs), got {fn!r}.")
     binding = Binding(fn, tuple(example_inputs), mode)
@@ -615,11 +613,12 @@ def _check_aoti_options(options: Mapping[str, Any]) -> dict[str, Any]:
     known = config.get_config_copy()
     for name in options:
         if name not in known or name == "aot_inductor.metadata":
-            close = difflib.get_close_matches(str(name), list(known), 1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            # closest() only: inductor has hundreds of settings, too many to list
+            guess = closest(name, [k for k in known if k != "aot_inductor.metadata"])
+            hint = f" Did you mean {guess!r}?" if guess is not None else ""
             raise ValueError(
-                f"to_aoti: unknown option {name!r}; options are torch._inductor.config "
-                f"settings by dotted name, e.g. 'freezing' or 'aot_inductor.debug_compile'.{hint}"
+                f"to_aoti: unknown option {name!r}.{hint} Options are torch._inductor.config "
+                "settings by dotted name, e.g. 'freezing' or 'aot_inductor.debug_compile'."
             )
     return dict(options)
 

@@ -21,6 +21,7 @@ import torch
 from fxrl import distributions as D
 from fxrl import exploration, nn, random, specs
 from fxrl import transforms as T
+from fxrl._errors import unknown
 from fxrl.envs.atari import screen_preprocess
 from fxrl.export import ExportError, export, load, load_onnx, to_aoti, to_onnx
 from fxrl.testing import assert_trees_close, check_export
@@ -398,8 +399,10 @@ def test_onnx_loader_names_the_input_and_expected_shape_on_bad_input(atari_greed
         r"\[210, 160, 3\]",
     ):
         onnx(np.zeros((160, 210, 3), np.uint8))
-    with pytest.raises(TypeError, match=r"unknown input 'pixel'.*Did you mean 'pixels'"):
+    with pytest.raises(TypeError, match=r"unknown input 'pixel'.*Did you mean 'pixels'") as e:
         onnx(pixel=np.zeros((210, 160, 3), np.uint8))
+    # deploy.py imports nothing of fxrl and writes fxrl._errors.unknown's message itself
+    assert str(e.value) == unknown("pixel", ["pixels"], "input")
     with pytest.raises(TypeError, match=r"missing inputs \['pixels'\]"):
         onnx()
     with pytest.raises(ValueError, match=r"input 'obs' has shape \[3, 7\]; expected \[batch, 8\]"):
@@ -472,6 +475,13 @@ def test_colliding_input_names_are_an_error():
 def test_dynamic_batch_needs_a_batch_of_two_or_more():
     with pytest.raises(ExportError, match=r"example batch size is 1"):
         export(sac_policy, ACTOR.init(random.key(0)), torch.ones(1, 8), dynamic_batch=True)
+
+
+def test_an_unknown_aoti_option_is_one_line_with_the_closest_setting(sac_mode, tmp_path):
+    with pytest.raises(ValueError, match=r"to_aoti: unknown option 'freezin'\. Did you mean "
+                       r"'freezing'\? Options are torch\._inductor\.config"):  # fmt: skip
+        to_aoti(sac_mode.exported, tmp_path / "a.pt2", options={"freezin": True})
+    assert not list(tmp_path.iterdir())
 
 
 def test_aoti_without_a_cxx_compiler_says_so(sac_mode, tmp_path):
