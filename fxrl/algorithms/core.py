@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextvars
 import copy
 import dataclasses
-import difflib
 import functools
 import itertools
 import math
@@ -40,6 +39,7 @@ import torch
 from torch import Tensor
 
 from fxrl import optim, random, tree
+from fxrl._errors import closest
 from fxrl.envs.core import Env
 
 __all__ = [
@@ -109,9 +109,9 @@ def check_env_id(config: Any, field: str = "env") -> None:
     from fxrl.envs import registered
 
     env_id, known = getattr(config, field), registered()
-    close = difflib.get_close_matches(str(env_id), known, 1, cutoff=0.3)
+    close = closest(env_id, known, cutoff=0.3)
     # the suggestion first: the list of ids is long, and a CLI may shorten the message
-    guess = f" Did you mean {close[0]!r}?" if close else ""
+    guess = f" Did you mean {close!r}?" if close else ""
     check_config(
         config, field, env_id in known, f"a pure env id.{guess} Known ids: {', '.join(known)}"
     )
@@ -169,8 +169,8 @@ def check_sweep(config: Any, sweep: Mapping[str, Sequence[float]]) -> dict[str, 
     out: dict[str, tuple[float, ...]] = {}
     for field, values in sweep.items():
         if field not in allowed:
-            close = difflib.get_close_matches(str(field), allowed, 1, cutoff=0.5)
-            guess = f" Did you mean {close[0]!r}?" if close else ""
+            close = closest(field, allowed, cutoff=0.5)
+            guess = f" Did you mean {close!r}?" if close else ""
             why = (
                 "structural (it sets shapes, loop counts or code paths, or init reads it)"
                 if field in fields
