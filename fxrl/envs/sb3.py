@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from fxrl import random, specs
+from fxrl.envs._adapters import as_action, cast_action, step_function, to_numpy
 from fxrl.envs.core import Env
-from fxrl.envs.to_gym import _action, _cast, _numpy, _step_function
 
 __all__ = ["to_sb3"]
 
@@ -39,7 +39,7 @@ def _vec_env_class() -> type:
 
         def __init__(self, env: Env, params: Any, compile: Any) -> None:
             self.env, self.params, self.render_mode = env, params, None
-            self._step = _step_function(env, compile)
+            self._step = step_function(env, compile)
             self._state: Any = None
             self._actions: Any = None
             self._np_random = np.random.default_rng()
@@ -60,7 +60,7 @@ def _vec_env_class() -> type:
             self._state, ts = self.env.reset(random.key(int(seed)), params)
             self._reset_seeds()
             self._reset_options()
-            return _numpy(ts.info.get("next_obs", ts.obs))
+            return to_numpy(ts.info.get("next_obs", ts.obs))
 
         def step_async(self, actions: np.ndarray) -> None:
             self._actions = actions
@@ -69,18 +69,18 @@ def _vec_env_class() -> type:
             if self._state is None:
                 raise RuntimeError(f"{self!r}.step: call reset() first.")
             spec, name = self.env.action_spec, f"{self!r}.step"
-            act = _cast(spec, _action(name, spec, self._actions), (self.num_envs,), name)
+            act = cast_action(spec, as_action(name, spec, self._actions), (self.num_envs,), name)
             self._state, ts = self._step(self._state, act)
             done = ts.terminated | ts.truncated
             infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
             if bool(done.any()):
                 self._finish(infos, ts, done)
-            obs = _numpy(ts.info["next_obs"])
+            obs = to_numpy(ts.info["next_obs"])
             return obs, ts.reward.numpy(), done.numpy(), infos
 
         def _finish(self, infos: list[dict[str, Any]], ts: Any, done: torch.Tensor) -> None:
             ended = torch.nonzero(done).flatten().tolist()
-            final = _numpy(ts.obs)
+            final = to_numpy(ts.obs)
             cut = (ts.truncated & ~ts.terminated).tolist()
             stats = "episode_return" in ts.info and "episode_length" in ts.info
             elapsed = round(time.perf_counter() - self._start, 6)

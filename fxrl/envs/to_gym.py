@@ -27,62 +27,16 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from fxrl import random, specs, tree
+from fxrl.envs import _adapters
 from fxrl.envs.core import Env
 
 __all__ = ["GymnasiumEnv", "GymnasiumVectorEnv", "to_gymnasium"]
 
 
-def _step_function(env: Env, compile: bool | dict[str, Any]) -> Any:
-    """``env.step``; with ``compile=True`` compiled by ``fxrl.compile`` (inductor with
-    fxrl's scoped options: 18 s and 2.3x ``torch.compile``'s steady rate for 8 CartPoles,
-    measured), with a dict by ``torch.compile(**compile)``."""
-    if not isinstance(compile, bool | dict):
-        raise TypeError(
-            f"to_gymnasium / to_sb3: compile must be a bool (True: fxrl.compile) or a dict of "
-            f"torch.compile arguments, got {compile!r}."
-        )
-    if compile is False:
-        return env.step
-    if compile is True:
-        from fxrl.compile import compile as fxrl_compile
-
-        return fxrl_compile(env.step)
-    return torch.compile(env.step, **compile)
-
-
-def _numpy(x: Any) -> Any:
-    return tree.map(lambda t: t.detach().cpu().numpy() if isinstance(t, Tensor) else t, x)
-
-
-def _action(fn: str, spec: Any, action: Any) -> Any:
-    """A gymnasium action (numpy, Python number or tensor) as a tensor of the spec's dtype."""
-    if isinstance(spec, specs.Composite):
-        return spec._map(lambda s, a: _action(fn, s, a), action)
-    try:
-        return torch.as_tensor(np.asarray(action) if not isinstance(action, Tensor) else action)
-    except (TypeError, ValueError) as e:
-        raise TypeError(
-            f"{fn}: action {action!r} is not a number or array; expected an action of "
-            f"{spec!r} (a numpy array, e.g. action_space.sample())."
-        ) from e
-
-
-def _cast(spec: Any, action: Tensor, batch_shape: tuple[int, ...], fn: str) -> Any:
-    if isinstance(spec, specs.Composite):
-        return spec._map(lambda s, a: _cast(s, a, batch_shape, fn), action)
-    expected = (*batch_shape, *spec.shape)
-    if tuple(action.shape) != expected:
-        raise ValueError(
-            f"{fn}: action has shape {list(action.shape)}; expected {list(expected)} "
-            f"for {spec!r}" + (f" and {batch_shape[0]} envs." if batch_shape else ".")
-        )
-    return action.to(spec.dtype)
-
-
 def _info(info: dict[str, Any], numpy: bool) -> dict[str, Any]:
     """The env's info without fxrl's own ``next_obs`` (gymnasium reports it otherwise)."""
     out = {k: v for k, v in info.items() if k != "next_obs"}
-    return _numpy(out) if numpy else out
+    return _adapters.to_numpy(out) if numpy else out
 
 
 def _key_from(seed: int | None, np_random: np.random.Generator) -> Tensor:
@@ -104,7 +58,7 @@ class GymnasiumEnv(gymnasium.Env):
         self.metadata = {"render_modes": []}
         self.observation_space = specs.to_gymnasium(env.observation_spec)
         self.action_space = specs.to_gymnasium(env.action_spec)
-        self._step = _step_function(env, compile)
+        self._step = _adapters.step_function(env, compile)
         self._state: Any = None
 
     def set_params(self, params: Any) -> None:
@@ -123,7 +77,9 @@ class GymnasiumEnv(gymnasium.Env):
         if self._state is None:
             raise RuntimeError(f"to_gymnasium({self.env!r}).step: call reset() first.")
         name = f"to_gymnasium({self.env!r}).step"
-        act = _cast(self.env.action_spec, _action(name, self.env.action_spec, action), (), name)
+        act = _adapters.cast_action(
+            self.env.action_spec, _adapters.as_action(name, self.env.action_spec, action), (), name
+        )
         self._state, ts = self._step(self._state, act)
         if not self.numpy:
             return ts.obs, ts.reward, ts.terminated, ts.truncated, _info(ts.info, False)
@@ -131,7 +87,7 @@ class GymnasiumEnv(gymnasium.Env):
         return self._out(ts.obs), float(ts.reward), bool(ts.terminated), bool(ts.truncated), info
 
     def _out(self, obs: Any) -> Any:
-        return _numpy(obs) if self.numpy else obs
+        return _adapters.to_numpy(obs) if self.numpy else obs
 
     def __repr__(self) -> str:
         return f"to_gymnasium({self.env!r})"
@@ -161,7 +117,7 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         batch_space = gymnasium.vector.utils.batch_space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._step = _step_function(env, compile)
+        self._step = _adapters.step_function(env, compile)
         self._state: Any = None
         self._obs: Any = None  # what step or reset returned last
         self._next_obs: Any = None  # where an episode ended, the next one's first obs
@@ -200,13 +156,15 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):
             next_obs = obs
         self._state, self._obs, self._next_obs = state, obs, next_obs
         info = _masked(_info(ts.info, False), torch.ones(self.num_envs, dtype=torch.bool))
-        return self._out(obs), _numpy(info) if self.numpy else info
+        return self._out(obs), _adapters.to_numpy(info) if self.numpy else info
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         if self._state is None:
             raise RuntimeError(f"{self!r}.step: call reset() first.")
         spec, name = self.env.action_spec, f"{self!r}.step"
-        act = _cast(spec, _action(name, spec, actions), (self.num_envs,), name)
+        act = _adapters.cast_action(
+            spec, _adapters.as_action(name, spec, actions), (self.num_envs,), name
+        )
         state, ts = self._step(self._state, act)
         done = ts.terminated | ts.truncated
         info = _masked(_info(ts.info, False), torch.ones(self.num_envs, dtype=torch.bool))
@@ -224,11 +182,15 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         reward, terminated, truncated = ts.reward, ts.terminated, ts.truncated
         if self.numpy:
             reward = reward.numpy().astype(np.float64)  # what gymnasium's vector envs give
-            terminated, truncated, info = terminated.numpy(), truncated.numpy(), _numpy(info)
+            terminated, truncated, info = (
+                terminated.numpy(),
+                truncated.numpy(),
+                _adapters.to_numpy(info),
+            )
         return self._out(obs), reward, terminated, truncated, info
 
     def _out(self, obs: Any) -> Any:
-        return _numpy(obs) if self.numpy else obs
+        return _adapters.to_numpy(obs) if self.numpy else obs
 
     def __repr__(self) -> str:
         return f"to_gymnasium({self.env!r})"
@@ -287,7 +249,7 @@ def _finals(final_obs: Any, info: dict[str, Any], done: Tensor, numpy: bool) -> 
     objects = np.full(done.shape[0], None, dtype=object)
     for i in torch.nonzero(done).flatten().tolist():
         obs = tree.map(lambda x, i=i: x[i].clone(), final_obs)
-        objects[i] = _numpy(obs) if numpy else obs
+        objects[i] = _adapters.to_numpy(obs) if numpy else obs
     final_info = _masked({k: v for k, v in info.items() if not k.startswith("_")}, done)
     return {"final_obs": objects, "_final_obs": done, "final_info": final_info,
             "_final_info": done.clone()}  # fmt: skip
