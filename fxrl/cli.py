@@ -231,6 +231,11 @@ def _export(argv: list[str]) -> int:
         from fxrl.web.site import check_run_env
 
         check_run_env(a.dir)
+        if _run_json(a.dir).get("tasks"):
+            raise CliError(
+                f"--format web: {a.dir} is a task ensemble; the page plays the env's default "
+                "params, not the task an agent trained on. Export it with --format onnx."
+            )
     a.seed = _picked_agent(a.dir, a.pick, a.checkpoint, a.seed)  # a sweep's agent
     if a.format == "web":  # a static site: policy and env in onnxruntime-web (fxrl.web)
         if a.quantize is not None:
@@ -283,13 +288,18 @@ def _plot(argv: list[str]) -> int:
     return 0
 
 
-def _is_sweep(run_dir: str) -> bool:
+def _run_json(run_dir: str) -> dict[str, Any]:
+    """A run's config.json as written, or {} (the commands report a missing one)."""
     import json
 
     try:
-        info = json.loads((Path(run_dir) / "config.json").read_text())
+        return json.loads((Path(run_dir) / "config.json").read_text())
     except (OSError, ValueError):
-        return False
+        return {}
+
+
+def _is_sweep(run_dir: str) -> bool:
+    info = _run_json(run_dir)
     return bool(info.get("sweep") or info.get("tasks"))  # a grid: one panel per group
 
 

@@ -90,6 +90,14 @@ def test_plot_draws_one_panel_per_task(task_run, capsys, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_export_writes_onnx_and_refuses_the_web_page_in_one_line(task_run, capsys, tmp_path):
+    code, out, _ = run_main(capsys, "export", task_run, "--out", tmp_path / "p.onnx")
+    assert code == 0 and out.strip() == str(tmp_path / "p.onnx")
+    code, _, err = run_main(capsys, "export", task_run, "--format", "web", "--out", tmp_path / "w")
+    assert code == 2 and err.count("\n") == 1 and "is a task ensemble" in err
+    assert not (tmp_path / "w").exists()
+
+
 def test_resume_refuses_a_config_json_with_other_tasks(task_run, tmp_path):
     import shutil
 
