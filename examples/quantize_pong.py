@@ -10,7 +10,9 @@
 The policy is examples/export_pong_policy.py's (raw uint8 screen -> resize 84 nearest ->
 grayscale -> Nature DQN -> argmax). It is exported twice with ``fxrl.export.to_onnx``: in
 float32, and with ``quantize="int8"`` calibrated on screens recorded while the float32
-policy plays (one episode from ``--calibration-seed``, every 4th agent step). Then:
+policy plays (every screen of ``--calibration-episodes`` episodes from
+``--calibration-seed``; one episode's every 4th screen agreed less, 95.7% against 97.4%
+on the 30k-frame DQN). Then:
 
 1. one recorded episode (``--seed``): the float32 policy plays it; the int8 policy is asked
    for an action on every screen of it; the fraction of equal actions is reported (target
@@ -92,6 +94,7 @@ def main() -> None:
     parser.add_argument("--params", help="torch.save'd params of nn.atari_dqn(6, in_channels=1)")
     parser.add_argument("--seed", type=int, default=0, help="the recorded episode's seed")
     parser.add_argument("--calibration-seed", type=int, default=100)
+    parser.add_argument("--calibration-episodes", type=int, default=3)
     parser.add_argument("--episodes", type=int, default=10, help="episodes per policy")
     parser.add_argument("--max-steps", type=int, default=27_000, help="agent steps an episode")
     parser.add_argument("--out", default=None, help="write the figures here as JSON")
@@ -107,7 +110,11 @@ def main() -> None:
     exported = export(pong_q, params, torch.zeros(210, 160, 3, dtype=torch.uint8))
     fp32 = load_onnx(to_onnx(exported, work / "fp32.onnx"), threads=1)
 
-    calibration = play(fp32, args.calibration_seed, args.max_steps)["screens"][::4]
+    calibration = [  # every screen of --calibration-episodes episodes
+        s
+        for i in range(args.calibration_episodes)
+        for s in play(fp32, args.calibration_seed + i, args.max_steps)["screens"]
+    ]
     start = time.perf_counter()
     path = to_onnx(exported, work / "int8.onnx", quantize="int8", calibration=calibration)
     quantize_s = time.perf_counter() - start
