@@ -2,7 +2,7 @@
 RUN --quantize int8``. The quantized file holds int8 weights, runs in ONNX Runtime with the
 float32 file's calling convention, and picks the float32 policy's actions; bad requests get
 one-line errors. (The Pong figures, a trained DQN over whole episodes, are a recorded script
-result: examples/quantize_pong.py -> docs/results/pong_int8.json.)"""
+result: examples/quantize_pong.py -> docs/results/pong_int8_30k.jsonl.)"""
 
 from __future__ import annotations
 
