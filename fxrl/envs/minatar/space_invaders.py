@@ -83,12 +83,12 @@ class SpaceInvadersState:
     params: SpaceInvadersParams
 
 
-_I = torch.arange(10)
-
-
 def _first_wave(like: Tensor) -> Tensor:
     """The package's ``alien_map[0:4, 2:8] = 1``: bool [*like.shape, 10, 10]."""
-    i = _I.to(like.device)
+    # built here, not a module-level tensor: a global constant read inside core.scan's
+    # loop body (PPO's compiled rollout) fails in inductor ("scan might be aliasing the
+    # input or the output")
+    i = torch.arange(10, device=like.device)
     wave = (i[:, None] < 4) & (i[None, :] >= 2) & (i[None, :] < 8)
     return wave.expand(*like.shape, 10, 10)
 
@@ -99,7 +99,7 @@ def _dynamics(s: SpaceInvadersState, a: Tensor) -> tuple[SpaceInvadersState, Ten
     Elementwise over leading batch dims: scalars are [*B], maps [*B, 10, 10].
     """
     p = s.params
-    i = _I.to(s.pos.device)  # row or column numbers
+    i = torch.arange(10, device=s.pos.device)  # row or column numbers (see _first_wave)
     bottom = (i == 9)[:, None]  # [10, 1] the bottom row
 
     def at(x: Tensor) -> Tensor:  # [*B] -> [*B, 1, 1], to broadcast against maps
