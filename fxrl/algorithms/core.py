@@ -651,7 +651,7 @@ def _swept(
         raise ValueError(
             f"batched: a {module.__name__.rsplit('.', 1)[-1]} sweep runs eager only: its "
             "compiled program fails in inductor (a rolled loop's input or output aliases "
-            "another). Pass compile=False (the CLI: leave out --compile); ppo and dqn "
+            "another). Pass compile=False (the CLI: --no-compile); ppo and dqn "
             "sweeps compile."
         )
     if compile is True:
