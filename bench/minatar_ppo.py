@@ -299,6 +299,19 @@ def plot(game: str, curves: dict, path: Path, total_steps: int) -> None:
     _save(fig, path)
 
 
+def read_curves(path: Path) -> dict:
+    """``minatar_ppo_curves.json`` as written, ``null`` returns back to NaN; {} if absent."""
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    for entry in data.values():
+        for impl in ("fxrl", "purejaxrl"):
+            if impl in entry:
+                entry[impl]["returns"] = [[float("nan") if v is None else v for v in r]
+                                          for r in entry[impl]["returns"]]  # fmt: skip
+    return data
+
+
 def _write_json(path: Path, data: dict) -> None:
     def clean(x: object) -> object:
         if isinstance(x, float) and math.isnan(x):
@@ -374,12 +387,18 @@ def main() -> None:
             # wall time per env step (fxrl's run_s leaves out its first update)
             _emit(game=game, ratio="time per step fxrl/purejaxrl",
                   value=round(pj["steps_per_s"] / fx["steps_per_s"], 3))  # fmt: skip
-        # curves of every game so far, kept as each game ends
-        saved = json.loads(curves_path.read_text()) if curves_path.is_file() else {}
-        saved[game] = {"total_steps": args.total_steps, "seeds": args.seeds, **curves}
+        # curves of every game so far, kept as each game ends; a library run alone
+        # (--impl) joins the other's curves from an earlier run at the same budget
+        saved = read_curves(curves_path)
+        entry = saved.get(game, {})
+        if (entry.get("total_steps"), entry.get("seeds")) != (args.total_steps, args.seeds):
+            entry = {}
+        entry.update(total_steps=args.total_steps, seeds=args.seeds, **curves)
+        saved[game] = entry
         _write_json(curves_path, saved)
-        if curves:
-            plot(game, curves, out_dir / f"minatar_ppo_{game}.png", args.total_steps)
+        both = {k: entry[k] for k in ("fxrl", "purejaxrl") if k in entry}
+        if both:
+            plot(game, both, out_dir / f"minatar_ppo_{game}.png", args.total_steps)
     if failed:  # exit 0 all the same: bench/record.py keeps the rows, error rows included
         _log("minatar_ppo: a run failed (its error row says why); the others ran")
 

@@ -93,3 +93,23 @@ def test_a_failed_run_is_an_error_row_and_the_others_still_run(bench, tmp_path, 
     assert [(r["impl"], "error" in r) for r in rows] == [("fxrl", False), ("purejaxrl", True)]
     assert "no-python" in rows[1]["error"]
     assert (tmp_path / "minatar_ppo_Breakout-MinAtar.png").is_file()
+
+
+def test_a_library_run_alone_joins_the_others_curves_at_the_same_budget(
+    bench, tmp_path, monkeypatch, capsys
+):
+    # PureJaxRL's curves from an earlier run (2 seeds, 256 steps: --quick's budget), one
+    # update without a finished episode (null); an entry at another budget is replaced
+    earlier = {"steps": [128, 256], "returns": [[None, 1.0], [0.5, 2.0]]}
+    path = tmp_path / "minatar_ppo_curves.json"
+    path.write_text(json.dumps({
+        "Breakout-MinAtar": {"total_steps": 256, "seeds": 2, "purejaxrl": earlier},
+        "SpaceInvaders-MinAtar": {"total_steps": 999, "seeds": 2, "purejaxrl": earlier},
+    }))  # fmt: skip
+    _main(bench, monkeypatch, "--quick", "--impl", "fxrl", "--out-dir", str(tmp_path))
+    saved = json.loads(path.read_text())
+    assert saved["Breakout-MinAtar"]["purejaxrl"] == earlier
+    assert set(saved["Breakout-MinAtar"]) == {"total_steps", "seeds", "purejaxrl", "fxrl"}
+    assert "purejaxrl" not in saved["SpaceInvaders-MinAtar"]
+    assert bench.read_curves(path)["Breakout-MinAtar"]["purejaxrl"]["returns"][0][1] == 1.0
+    assert (tmp_path / "minatar_ppo_SpaceInvaders-MinAtar.png").is_file()
