@@ -473,8 +473,9 @@ def to_onnx(
       path: the ``.onnx`` file to write.
       optimize: let the ONNX exporter fold constants and fuse ops.
       quantize: ``None`` (float32) or ``"int8"``: static int8 quantization with ONNX
-        Runtime's tools (int8 weights per channel and uint8 activations for every Conv,
-        MatMul and Gemm; the rest, preprocessing included, stays float32).
+        Runtime's tools (int8 weights per channel and uint8 activations for the Conv,
+        MatMul and Gemm layers but the last, and but the first when no input is uint8;
+        the rest, preprocessing included, stays float32).
       calibration: with ``quantize``, the example inputs whose activation ranges set the
         int8 scales: observations the policy really sees, e.g. a few hundred frames
         recorded by playing it. Each entry is what the policy takes after ``params``: the
