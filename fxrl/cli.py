@@ -5,6 +5,7 @@
     fxrl resume runs/ppo-CartPole-v1-...           # continue an interrupted run
     fxrl eval DIR --episodes 10 --gymnasium        # greedy returns, also in gymnasium's env
     fxrl eval DIR --video agent.mp4                # also a video of the greedy agent (.gif)
+    fxrl eval DIR --video pong.gif --onnx          # a host-env run (ALE Pong) from DIR/policy.onnx
     fxrl export DIR --format onnx                  # DIR/policy.onnx, preprocessing included
     fxrl export DIR --quantize int8                # int8 ONNX, calibrated on played frames
     fxrl export DIR --format web --out SITE        # a static page playing it in the browser
@@ -153,9 +154,25 @@ def _eval(argv: list[str]) -> int:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
     p.add_argument("--video", default=None, metavar="PATH", help="record the agent: out.mp4|.gif")
     p.add_argument("--video-episodes", type=int, default=1, help="episodes in the video")
+    p.add_argument("--video-steps", type=int, default=10_000, metavar="N",
+                   help="steps after which a video episode is cut (default: 10000)")  # fmt: skip
+    p.add_argument("--onnx", action="store_true",
+                   help="with --video: play DIR/policy.onnx (fxrl export) in ONNX Runtime "
+                   "instead of the checkpoint (host-env runs, e.g. ALE Pong)")  # fmt: skip
     p.add_argument("--pick", default=None, metavar="NAME",
                    help="a sweep run's combination: lr=3e-4,ent_coef=0.01, or best")  # fmt: skip
     a = p.parse_args(argv)
+    if a.onnx and a.video is None:
+        raise CliError("--onnx records a video from DIR/policy.onnx: give --video out.gif too.")
+    from fxrl.run.host_run import is_host_run
+
+    if is_host_run(a.dir):  # trained from Python on ALE (fxrl.run.host_run)
+        return _eval_host(a)
+    if a.onnx:
+        raise CliError(
+            f"--onnx: recording from ONNX is for host-env runs (fxrl.run.host_run) for now; "
+            f"record {a.dir} from its checkpoint without --onnx."
+        )
     if a.video is not None:  # an unwritable extension fails before anything runs
         from fxrl.run.video import check_path
 
@@ -173,8 +190,42 @@ def _eval(argv: list[str]) -> int:
         from fxrl.run.video import record_run
 
         rec = record_run(a.dir, a.video, episodes=a.video_episodes, checkpoint_name=a.checkpoint,
-                         seed=seed)  # fmt: skip
+                         seed=seed, max_steps=a.video_steps)  # fmt: skip
         print(f"{rec.path}: seed {rec.seed}, {len(rec.lengths)} episode(s) of {rec.lengths} steps")
+    return 0
+
+
+def _eval_host(a: Any) -> int:
+    """``fxrl eval`` of a host-env run: returns of whole ALE episodes, and its video."""
+    from fxrl.run.host_run import evaluate_host_run, record_host_run
+
+    for flag, given in (("--gymnasium", a.gymnasium), ("--pick", a.pick is not None)):
+        if given:
+            raise CliError(
+                f"{flag}: {a.dir} is a host-env run (one agent, played in ALE itself); drop {flag}."
+            )
+    if a.video is not None:
+        from fxrl.run.video import check_path
+
+        check_path(a.video)
+        if a.onnx and not (Path(a.dir) / "policy.onnx").is_file():
+            raise CliError(
+                f"--onnx: {Path(a.dir) / 'policy.onnx'} does not exist; write it first with "
+                f"fxrl export {a.dir} --format onnx."
+            )
+    _threads(a.threads)
+    result = evaluate_host_run(a.dir, episodes=a.episodes, checkpoint_name=a.checkpoint)
+    returns = result["ale"][0]
+    listed = ", ".join(f"{r:g}" for r in returns)
+    mean = sum(returns) / len(returns)
+    print(f"greedy return over {a.episodes} ALE episodes at step {result['steps']:,}: "
+          f"mean {mean:.1f} ({listed})")  # fmt: skip
+    if a.video is not None:
+        rec = record_host_run(a.dir, a.video, onnx=a.onnx, episodes=a.video_episodes,
+                              checkpoint_name=a.checkpoint, max_steps=a.video_steps)  # fmt: skip
+        source = "policy.onnx (ONNX Runtime)" if a.onnx else f"checkpoint {a.checkpoint}"
+        print(f"{rec.path}: {source}, {len(rec.lengths)} episode(s) of {rec.lengths} steps, "
+              f"returns {rec.returns}")  # fmt: skip
     return 0
 
 
@@ -227,6 +278,20 @@ def _export(argv: list[str]) -> int:
     )
     a = p.parse_args(argv)
     _threads(None)
+    from fxrl.run.host_run import export_host_run, is_host_run
+
+    if is_host_run(a.dir):  # trained from Python on ALE: one agent, raw screens in
+        flags = (("--format web", a.format == "web"), ("--quantize", a.quantize),
+                 ("--seed", a.seed is not None), ("--pick", a.pick))  # fmt: skip
+        given = [f for f, v in flags if v]
+        if given:
+            raise CliError(
+                f"{given[0]}: {a.dir} is a host-env run (one agent, ALE screens); export it "
+                "with --format onnx, pt2 or aoti and no --quantize, --seed or --pick."
+            )
+        ckpt = "latest" if a.checkpoint == "best" else a.checkpoint
+        print(export_host_run(a.dir, a.format, out=a.out, checkpoint_name=ckpt))
+        return 0
     if a.format == "web":  # the web's own message for an env it cannot run, read first
         from fxrl.web.site import check_run_env
 
