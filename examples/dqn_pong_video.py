@@ -11,14 +11,19 @@ Adam 1e-4) per 4 frames after ``--learning-starts``, the target copied every 100
 ``--frames`` is a budget of minutes, far below the millions of frames DQN needs on Pong:
 the agent has learnt little, and the video shows a game, not a result.
 
-Then, in this order: the params go to ``OUT/checkpoint.safetensors`` (``fxrl.run.checkpoint``)
-and are read back; the greedy policy of the read-back params, preprocessing included, is
-exported to ``OUT/pong.onnx``; ``video.record`` plays ``--video-steps`` steps of
-``envs.atari("Pong", render_mode="rgb_array")`` from the same key twice, once with the
-checkpoint's torch policy and once with the ONNX program in ONNX Runtime
-(``video.onnx_policy``), and writes both GIFs. The two runs' actions are compared step by
-step; where they agree throughout, their frames are identical. ``--gif`` gets a copy of the
-checkpoint's GIF. Prints one JSON line of what happened.
+Then, in this order: ``OUT`` becomes a host-env run directory (``fxrl.run.host_run``:
+``OUT/config.json`` naming DQN, ``ALE/Pong-v5``, the network and the preprocessing, and the
+params in ``OUT/checkpoints/latest.safetensors``, ``fxrl.run.checkpoint``), which is read
+back; the greedy policy of the read-back params, preprocessing included, is exported to
+``OUT/policy.onnx`` (what ``fxrl export OUT --format onnx`` writes); ``video.record`` plays
+``--video-steps`` steps of ``envs.atari("Pong", render_mode="rgb_array")`` from the same
+key twice, once with the checkpoint's torch policy and once with the ONNX program in ONNX
+Runtime (``video.onnx_policy``), and writes both GIFs. The CLI records the same run:
+``fxrl eval OUT --video pong.gif [--onnx]``. The params also go to
+``OUT/checkpoint.safetensors`` (what ``examples/quantize_pong.py --params`` reads). The two
+runs' actions are compared step by step; where they agree throughout, their frames are
+identical. ``--gif`` gets a copy of the checkpoint's GIF. Prints one JSON line of what
+happened.
 """
 
 from __future__ import annotations
@@ -32,21 +37,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fxrl import buffers, envs, exploration, nn, optim, random
-from fxrl import transforms as T
+from fxrl import buffers, envs, exploration, optim, random
 from fxrl.algorithms import dqn
 from fxrl.collector import collector
-from fxrl.export import export, to_onnx
-from fxrl.run import checkpoint, video
+from fxrl.run import checkpoint, host_run, video
 
-preprocess = T.compose(T.to_tensor_image(), T.resize(84, "nearest"), T.grayscale())
-q = nn.atari_dqn(6, in_channels=1)  # Pong's minimal action set has 6 actions
-
-
-def greedy(params: dict, pixels: torch.Tensor) -> torch.Tensor:
-    """Raw screen [210, 160, 3] uint8 -> action [] int64: what gets exported."""
-    action, _ = exploration.q_value(q.apply(params, preprocess(pixels)))
-    return action
+# What the run directory's config.json records, and what rebuilds the policy from it.
+NETWORK = {"name": "atari_dqn", "num_actions": 6, "in_channels": 1}  # Pong: 6 actions
+PREPROCESS = [["to_tensor_image"], ["resize", 84, 84, "nearest"], ["grayscale"]]
+preprocess = host_run.build_preprocess(PREPROCESS)  # to_tensor_image, resize, grayscale
+q = host_run.build_network(NETWORK)  # nn.atari_dqn(6, in_channels=1)
 
 
 def train(args: argparse.Namespace) -> tuple[dict, dict]:
@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--video-steps", type=int, default=150, help="agent steps recorded")
     parser.add_argument("--fps", type=int, default=25, help="GIF frames per second")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="runs/dqn_pong_video", help="checkpoint, ONNX, GIFs")
+    parser.add_argument("--out", default="runs/dqn_pong_video", help="the run directory, GIFs")
     parser.add_argument("--gif", default=None, help="also copy the checkpoint's GIF here")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     args = parser.parse_args()
@@ -134,14 +134,18 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
 
     params, figures = train(args)
-    # the checkpoint, read back: the video's torch policy uses what was on disk
-    path = checkpoint.save(out / "checkpoint.safetensors", params, {"frames": figures["frames"]})
-    params, _ = checkpoint.load(path, q.init(random.key(0)))
-    screen = torch.zeros(210, 160, 3, dtype=torch.uint8)
-    onnx_path = to_onnx(export(greedy, params, screen), out / "pong.onnx")
+    settings = {k: getattr(args, k) for k in ("frames", "learning_starts", "threads")}
+    host_run.save_host_run(out, params, algorithm="dqn", env="ALE/Pong-v5", network=NETWORK,
+                           preprocess=PREPROCESS, steps=figures["frames"], seed=args.seed,
+                           extra={"trained_by": "examples/dqn_pong_video.py",
+                                  "settings": settings})  # fmt: skip
+    checkpoint.save(out / "checkpoint.safetensors", params, {"frames": figures["frames"]})
+    # the run, read back: the video's torch policy uses what was on disk
+    run = host_run.load_host_run(out)
+    onnx_path = host_run.export_host_run(out, "onnx")  # OUT/policy.onnx, batch dim dynamic
 
-    from_checkpoint = Logged(lambda obs: greedy(params, obs))
-    from_onnx = Logged(video.onnx_policy(onnx_path))
+    from_checkpoint = Logged(run.act)
+    from_onnx = Logged(video.onnx_policy(onnx_path, batched=True))
     rec_torch = record(from_checkpoint, out / "pong_checkpoint.gif", args)
     rec_onnx = record(from_onnx, out / "pong_onnx.gif", args)
     n = min(len(from_checkpoint.actions), len(from_onnx.actions))

@@ -119,6 +119,13 @@ def _resume(argv: list[str]) -> int:
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: the run's)")
     a = p.parse_args(argv)
+    from fxrl.run.host_run import is_host_run
+
+    if is_host_run(a.dir):
+        raise CliError(
+            f"{a.dir} is a host-env run (fxrl.run.host_run): it keeps the params only, not the "
+            "optimizer, buffer or env state, so it cannot be resumed; train it on from Python."
+        )
     _threads(a.threads if a.threads is not None else _run_threads(a.dir))
     with warnings.catch_warnings():  # InexactResumeWarning as one line
         warnings.simplefilter("always", InexactResumeWarning)

@@ -46,6 +46,8 @@ __all__ = [
     "NETWORKS",
     "PREPROCESS",
     "HostRun",
+    "build_network",
+    "build_preprocess",
     "evaluate_host_run",
     "export_host_run",
     "is_host_run",
@@ -76,7 +78,8 @@ def _game(env: str) -> str:
     return m.group(1)
 
 
-def _network(spec: Any) -> Any:
+def build_network(spec: Any) -> Any:
+    """The network a host run's ``config["network"]`` names: ``{"name": ..., **kwargs}``."""
     if not isinstance(spec, dict) or spec.get("name") not in NETWORKS:
         name = spec.get("name") if isinstance(spec, dict) else spec
         raise ValueError(f"host run: unknown network {name!r}; expected one of {list(NETWORKS)}.")
@@ -87,7 +90,8 @@ def _network(spec: Any) -> Any:
     return make(**{k: v for k, v in spec.items() if k != "name"})
 
 
-def _preprocess(spec: Any) -> Any:
+def build_preprocess(spec: Any) -> Any:
+    """The transform of a host run's ``config["preprocess"]``: ``[[name, *args], ...]``."""
     steps = []
     for item in spec if isinstance(spec, list) else [spec]:
         if not isinstance(item, list) or not item or item[0] not in PREPROCESS:
@@ -105,8 +109,8 @@ class HostRun:
 
     def __init__(self, run_dir: Path, config: dict[str, Any], params: Any, meta: dict) -> None:
         self.run_dir, self.config, self.params, self.meta = run_dir, config, params, meta
-        self.network = _network(config["network"])
-        self.preprocess = _preprocess(config["preprocess"])
+        self.network = build_network(config["network"])
+        self.preprocess = build_preprocess(config["preprocess"])
         self.game = _game(config["env"])
 
     def policy(self, params: Any, screens: torch.Tensor) -> torch.Tensor:
@@ -155,7 +159,7 @@ def save_host_run(
     if algorithm not in ALGORITHMS:
         raise ValueError(f"save_host_run: algorithm {algorithm!r}; expected one of {ALGORITHMS}.")
     _game(env)
-    net, pre = _network(network), _preprocess(preprocess)
+    net, pre = build_network(network), build_preprocess(preprocess)
     template = net.init(random.key(0))
     screen = torch.zeros(210, 160, 3, dtype=torch.uint8)
     got = {"/".join(map(str, p)): x for p, x in tree.flatten_with_paths(params)}
@@ -204,7 +208,7 @@ def load_host_run(run_dir: str | Path, checkpoint_name: str = "latest") -> HostR
     if not path.exists():
         have = sorted(p.stem for p in (run_dir / "checkpoints").glob("*.safetensors"))
         raise FileNotFoundError(f"{path} does not exist; checkpoints in {run_dir}: {have}.")
-    template = _network(config["network"]).init(random.key(0))
+    template = build_network(config["network"]).init(random.key(0))
     expect = {"algorithm": config["algorithm"], "env": config["env"]}
     params, meta = checkpoint.load(path, template, expect=expect)
     return HostRun(run_dir, config, params, meta)

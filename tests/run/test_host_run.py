@@ -39,7 +39,7 @@ def fxrl(*args):
 
 @functools.cache
 def _centred():
-    q, pre = nn.atari_dqn(6, in_channels=1), host_run._preprocess(PREPROCESS)
+    q, pre = nn.atari_dqn(6, in_channels=1), host_run.build_preprocess(PREPROCESS)
     params = q.init(random.key(0))
     last = params["head"]["layers"][-1]
     last["b"] = torch.zeros_like(last["b"])
@@ -166,6 +166,7 @@ def test_bad_input_is_one_line(run_dir, tmp_path, capsys):
         (("eval", run_dir, "--onnx"), "give --video"),
         (("eval", run_dir, "--gymnasium"), "host-env run"),
         (("export", run_dir, "--quantize", "int8"), "host-env run"),
+        (("resume", run_dir), "cannot be resumed"),
         (("eval", run_dir, "--video", tmp_path / "x.avi2"), "x.avi2"),
     ]
     for args, words in cases:
