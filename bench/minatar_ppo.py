@@ -248,7 +248,8 @@ def run_purejaxrl(args: argparse.Namespace, game: str) -> tuple[dict, dict]:
                           text=True, env=env)  # fmt: skip
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
-        raise SystemExit(f"minatar_ppo: PureJaxRL on {game} failed: {tail[0]}")
+        raise SystemExit(f"minatar_ppo: PureJaxRL on {game} exited with {proc.returncode}: "
+                         f"{tail[0]}")  # fmt: skip
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     per_update = out["steps_per_update"]
     steps = [(i + 1) * per_update for i in range(out["updates"])]
@@ -374,8 +375,8 @@ def main() -> None:
             try:
                 rows[impl], curves[impl] = run(args, game)
             except (Exception, SystemExit) as e:  # one failed run leaves the others' rows
-                message = str(e).strip().splitlines()[-1:] or [type(e).__name__]
-                _emit(game=game, impl=impl, error=f"{type(e).__name__}: {message[0]}")
+                lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+                _emit(game=game, impl=impl, error=f"{type(e).__name__}: {(lines or [''])[0]}")
                 failed = True
                 continue
             _emit(**rows[impl])
