@@ -471,7 +471,12 @@ def to_onnx(
     Args:
       exported: the result of ``export(fn, params, *example_inputs)``.
       path: the ``.onnx`` file to write.
-      optimize: let the ONNX exporter fold constants and fuse ops.
+      optimize: fold constants and drop unused nodes (onnxscript's constant folding);
+        ONNX Runtime fuses ops itself when it loads the model. The exporter's own
+        optimizer (``torch.onnx.export(optimize=True)``, whose pattern rewriter runs
+        twice) is not used: it made exporting an env step about 3x slower
+        (PointRobot-misc) and the Pong policy no faster in ONNX Runtime, in a check on
+        a loaded machine (not a benchmark figure).
       quantize: ``None`` (float32) or ``"int8"``: static int8 quantization with ONNX
         Runtime's tools (int8 weights per channel and uint8 activations for the Conv,
         MatMul and Gemm layers but the last, and but the first when no input is uint8;
@@ -497,9 +502,12 @@ def to_onnx(
             dynamo=True,
             input_names=exported.input_names,
             output_names=exported.output_names,
-            optimize=optimize,
+            optimize=False,
             verbose=False,
         )
+        _separate_shared_outputs(program.model, exported.input_names, exported.output_names)
+        if optimize:
+            _fold_constants(program.model)
     _name_batch_dim(program.model)
     program.model.metadata_props[METADATA_KEY] = json.dumps(exported.meta)
     if feeds is None:
@@ -515,6 +523,48 @@ def to_onnx(
         fp32.unlink(missing_ok=True)
         tmp.unlink(missing_ok=True)
     return path
+
+
+def _separate_shared_outputs(model: Any, input_names: list[str], output_names: list[str]) -> None:
+    """The exporter gives one graph value one name: an output that is an input unchanged (a
+    key or a param an env step passes on) takes the output's name from the input, and two
+    outputs that are one value (a reset's ``terminated`` and ``truncated``, both False)
+    keep only the last name. Restore every input's and output's own name, giving each
+    output that shares its value an Identity of its own (the exporter's optimizer did this
+    as a side effect)."""
+    import onnx_ir as ir
+
+    graph = model.graph
+    inputs = list(graph.inputs)
+    for value, name in zip(inputs, input_names, strict=True):
+        value.name = name
+    is_input = {id(v) for v in inputs}
+    outputs = list(graph.outputs)
+    positions: dict[int, list[int]] = {}
+    for j, value in enumerate(outputs):
+        positions.setdefault(id(value), []).append(j)
+    for j, value in enumerate(outputs):
+        where = positions[id(value)]
+        if id(value) not in is_input:
+            # the value itself stays at one position: the one named like it, else the first
+            keep = next((k for k in where if output_names[k] == value.name), where[0])
+            if j == keep:
+                value.name = output_names[j]
+                continue
+        node = ir.node("Identity", [value])
+        graph.append(node)
+        copy = node.outputs[0]
+        copy.name, copy.shape, copy.type = output_names[j], value.shape, value.type
+        outputs[j] = copy
+    graph.outputs[:] = outputs
+
+
+def _fold_constants(model: Any) -> None:
+    """Fold constant subgraphs into initializers and drop what nothing reads (in place)."""
+    import onnxscript.optimizer
+
+    onnxscript.optimizer.fold_constants(model)
+    onnxscript.optimizer.remove_unused_nodes(model)
 
 
 def _name_batch_dim(model: Any) -> None:
