@@ -79,10 +79,17 @@ def _train(argv: list[str]) -> int:
         kwargs["tasks"] = run.tasks
         kwargs["task_ranges"] = tasks.parse_flag(run.task_param) or None
     result = train(
-        name, config, out, num_seeds=flag("seeds"), seed=flag("seed"), compile=flag("compile"),
-        quiet=flag("quiet"), tensorboard=flag("tensorboard"),
-        checkpoint_every=flag("checkpoint_every"), **kwargs,
-    )  # fmt: skip
+        name,
+        config,
+        out,
+        num_seeds=flag("seeds"),
+        seed=flag("seed"),
+        compile=flag("compile"),
+        quiet=flag("quiet"),
+        tensorboard=flag("tensorboard"),
+        checkpoint_every=flag("checkpoint_every"),
+        **kwargs,
+    )
     return _report(result)
 
 
@@ -161,13 +168,25 @@ def _eval(argv: list[str]) -> int:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
     p.add_argument("--video", default=None, metavar="PATH", help="record the agent: out.mp4|.gif")
     p.add_argument("--video-episodes", type=int, default=1, help="episodes in the video")
-    p.add_argument("--video-steps", type=int, default=10_000, metavar="N",
-                   help="steps after which a video episode is cut (default: 10000)")  # fmt: skip
-    p.add_argument("--onnx", action="store_true",
-                   help="with --video: play DIR/policy.onnx (fxrl export) in ONNX Runtime "
-                   "instead of the checkpoint (host-env runs, e.g. ALE Pong)")  # fmt: skip
-    p.add_argument("--pick", default=None, metavar="NAME",
-                   help="a sweep run's combination: lr=3e-4,ent_coef=0.01, or best")  # fmt: skip
+    p.add_argument(
+        "--video-steps",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="steps after which a video episode is cut (default: 10000)",
+    )
+    p.add_argument(
+        "--onnx",
+        action="store_true",
+        help="with --video: play DIR/policy.onnx (fxrl export) in ONNX Runtime "
+        "instead of the checkpoint (host-env runs, e.g. ALE Pong)",
+    )
+    p.add_argument(
+        "--pick",
+        default=None,
+        metavar="NAME",
+        help="a sweep run's combination: lr=3e-4,ent_coef=0.01, or best",
+    )
     a = p.parse_args(argv)
     if a.onnx and a.video is None:
         raise CliError("--onnx records a video from DIR/policy.onnx: give --video out.gif too.")
@@ -187,17 +206,26 @@ def _eval(argv: list[str]) -> int:
         seed = _picked_agent(a.dir, a.pick, a.checkpoint, None)  # a sweep: --pick is needed
     _threads(a.threads)
     result = evaluate_run(
-        a.dir, episodes=a.episodes, gymnasium=a.gymnasium, checkpoint_name=a.checkpoint,
+        a.dir,
+        episodes=a.episodes,
+        gymnasium=a.gymnasium,
+        checkpoint_name=a.checkpoint,
         pick=a.pick,
-    )  # fmt: skip
+    )
     picked = f" ({result['pick']})" if "pick" in result else ""
     print(f"greedy return over {a.episodes} episodes at step {result['steps']:,}{picked}:")
     print(table(result))
     if a.video is not None:
         from fxrl.run.video import record_run
 
-        rec = record_run(a.dir, a.video, episodes=a.video_episodes, checkpoint_name=a.checkpoint,
-                         seed=seed, max_steps=a.video_steps)  # fmt: skip
+        rec = record_run(
+            a.dir,
+            a.video,
+            episodes=a.video_episodes,
+            checkpoint_name=a.checkpoint,
+            seed=seed,
+            max_steps=a.video_steps,
+        )
         print(f"{rec.path}: seed {rec.seed}, {len(rec.lengths)} episode(s) of {rec.lengths} steps")
     return 0
 
@@ -225,14 +253,24 @@ def _eval_host(a: Any) -> int:
     returns = result["ale"][0]
     listed = ", ".join(f"{r:g}" for r in returns)
     mean = sum(returns) / len(returns)
-    print(f"greedy return over {a.episodes} ALE episodes at step {result['steps']:,}: "
-          f"mean {mean:.1f} ({listed})")  # fmt: skip
+    print(
+        f"greedy return over {a.episodes} ALE episodes at step {result['steps']:,}: "
+        f"mean {mean:.1f} ({listed})"
+    )
     if a.video is not None:
-        rec = record_host_run(a.dir, a.video, onnx=a.onnx, episodes=a.video_episodes,
-                              checkpoint_name=a.checkpoint, max_steps=a.video_steps)  # fmt: skip
+        rec = record_host_run(
+            a.dir,
+            a.video,
+            onnx=a.onnx,
+            episodes=a.video_episodes,
+            checkpoint_name=a.checkpoint,
+            max_steps=a.video_steps,
+        )
         source = "policy.onnx (ONNX Runtime)" if a.onnx else f"checkpoint {a.checkpoint}"
-        print(f"{rec.path}: {source}, {len(rec.lengths)} episode(s) of {rec.lengths} steps, "
-              f"returns {rec.returns}")  # fmt: skip
+        print(
+            f"{rec.path}: {source}, {len(rec.lengths)} episode(s) of {rec.lengths} steps, "
+            f"returns {rec.returns}"
+        )
     return 0
 
 
@@ -275,8 +313,12 @@ def _export(argv: list[str]) -> int:
     )
     p.add_argument("--checkpoint", default="best", help="best (default), latest or previous")
     p.add_argument("--seed", type=int, default=None, help="agent (default: best return)")
-    p.add_argument("--pick", default=None, metavar="NAME",
-                   help="a sweep run's combination: lr=3e-4,ent_coef=0.01, or best")  # fmt: skip
+    p.add_argument(
+        "--pick",
+        default=None,
+        metavar="NAME",
+        help="a sweep run's combination: lr=3e-4,ent_coef=0.01, or best",
+    )
     p.add_argument(
         "--quantize",
         default=None,
@@ -288,8 +330,12 @@ def _export(argv: list[str]) -> int:
     from fxrl.run.host_run import export_host_run, is_host_run
 
     if is_host_run(a.dir):  # trained from Python on ALE: one agent, raw screens in
-        flags = (("--format web", a.format == "web"), ("--quantize", a.quantize),
-                 ("--seed", a.seed is not None), ("--pick", a.pick))  # fmt: skip
+        flags = (
+            ("--format web", a.format == "web"),
+            ("--quantize", a.quantize),
+            ("--seed", a.seed is not None),
+            ("--pick", a.pick),
+        )
         given = [f for f, v in flags if v]
         if given:
             raise CliError(
