@@ -37,6 +37,17 @@ def number(v: object) -> list[str]:
     return [float(x).hex() for x in torch.as_tensor(v).double().flatten().tolist()]
 
 
+def run_updates(update: Callable, state: object, updates: int) -> dict:
+    """A case's answer: every metric of ``updates`` calls of ``update`` from ``state``, and
+    the final state's digest."""
+    out = {}
+    for i in range(updates):
+        state, metrics = update(state)
+        out.update({f"{i}/{k}": number(v) for k, v in sorted(metrics.items())})
+    out["state_sha256"] = digest(state)
+    return out
+
+
 def capability() -> str:
     return torch.backends.cpu.get_cpu_capability()
 

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 import torch
-from _known_answer import check, digest, number, record
+from _known_answer import check, digest, number, record, run_updates
 
 from fxrl import envs, random, tree
 from fxrl.algorithms import core, dqn, offpolicy, sac, td3
@@ -66,12 +66,7 @@ def run_case(name: str) -> dict:
         init, update = core.batched(algo, num_seeds, False)
         if how == "staged":  # the per-piece path core.batched compiles, run eager
             update = algo.update.staged(num_seeds, False)
-        state = init(random.key(3))
-        for i in range(3):
-            state, metrics = update(state)
-            out.update({f"{i}/{k}": number(v) for k, v in sorted(metrics.items())})
-        out["state_sha256"] = digest(state)
-        return out
+        return run_updates(update, init(random.key(3)), 3)
     finally:
         torch.set_num_threads(threads)
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 import torch
-from _known_answer import check, digest, number, record
+from _known_answer import check, record, run_updates
 
 from fxrl import random
 from fxrl.algorithms import core, ppo, recurrent_ppo
@@ -49,13 +49,7 @@ def run_case(name: str) -> dict:
             update = algo.update.staged(num_seeds, False)
         else:
             init, update = core.batched(algo, num_seeds, False)
-        state = init(random.key(3))
-        out = {}
-        for i in range(2):
-            state, metrics = update(state)
-            out.update({f"{i}/{k}": number(v) for k, v in sorted(metrics.items())})
-        out["state_sha256"] = digest(state)
-        return out
+        return run_updates(update, init(random.key(3)), 2)
     finally:
         torch.set_num_threads(threads)
 
