@@ -153,13 +153,30 @@ def _lift_loop_constants(gm: torch.fx.GraphModule) -> None:
             continue
         last = [n for n in body.graph.nodes if n.op == "placeholder"][-1]
         outer = []
-        for i, c in enumerate(consts):
+        # One loop input per distinct constant: the body's trace may hold one tensor
+        # under several names (a module-level constant read twice), and two loop inputs
+        # sharing memory fail inductor's check that a loop's inputs do not alias.
+        lifted: dict[tuple, torch.fx.Node] = {}
+        storages: set[int] = set()
+        for c in consts:
+            value = getattr(body, c.target)
+            view = (value.untyped_storage().data_ptr(), value.storage_offset(),
+                    tuple(value.shape), value.stride(), value.dtype)  # fmt: skip
+            if view in lifted:
+                c.replace_all_uses_with(lifted[view])
+                body.graph.erase_node(c)
+                continue
+            if value.numel() and view[0] in storages:  # another view of one storage
+                value = value.clone()
+            storages.add(view[0])
+            i = len(outer)
             with body.graph.inserting_after(last):
                 last = body.graph.placeholder(f"lifted_{i}")
             last.meta = dict(c.meta)
             c.replace_all_uses_with(last)
+            lifted[view] = last
             name = f"{body_name}_const_{i}"
-            gm.register_buffer(name, getattr(body, c.target))
+            gm.register_buffer(name, value)
             body.graph.erase_node(c)
             with gm.graph.inserting_before(node):
                 attr = gm.graph.get_attr(name)
@@ -168,6 +185,31 @@ def _lift_loop_constants(gm: torch.fx.GraphModule) -> None:
         body.recompile()
         combine, init, xs, extra = node.args
         node.args = (combine, init, xs, (*extra, *outer))
+    gm.recompile()
+
+
+def _drop_unread_loop_inputs(gm: torch.fx.GraphModule) -> None:
+    """A rolled loop's extra inputs that its body never reads are dropped. A body that
+    closes over a whole train state (to read its params) gets every leaf of it, the
+    replay buffer included; a loop holding the buffer before it is written in place
+    stops inductor from writing it in place (it copies the whole buffer instead)."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.higher_order.scan:
+            continue
+        combine, init, xs, extra = node.args
+        body = getattr(gm, combine.target)
+        placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+        first = len(init) + len(xs)
+        keep = []
+        for value, ph in zip(extra, placeholders[first:], strict=True):
+            if ph.users:
+                keep.append(value)
+            else:
+                body.graph.erase_node(ph)
+        if len(keep) < len(extra):
+            body.recompile()
+            node.args = (combine, init, xs, tuple(keep))
+    gm.graph.eliminate_dead_code()
     gm.recompile()
 
 
@@ -193,6 +235,7 @@ class _Program:
     def __init__(self, fn: Callable[..., Any], spec: Any, leaves: list[Any], options: dict):
         gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves)
         _lift_loop_constants(gm)
+        _drop_unread_loop_inputs(gm)
         tensors = _distinct([leaves[i] for i in self.tensor_pos])
         self.plan, keep = _prune_outputs(gm)
         gm.graph.output_node().args = (tuple(keep),)

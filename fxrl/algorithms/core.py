@@ -432,9 +432,20 @@ def _batched_like(tensors: list[Tensor], refs: Sequence[Any]) -> list[Tensor]:
     torch's scan refuses; so every carry leaf, going in and coming out, is batched alike."""
     from torch._C import _functorch
 
-    batched = [
-        r for r in refs if isinstance(r, Tensor) and _functorch.is_batchedtensor(r) and r.numel()
-    ]
+    # one (the smallest) reference per distinct set of vmap levels: reading every
+    # batched input would make the loop read all of them (a whole replay buffer, which
+    # inductor then copies rather than write it in place after the loop)
+    by_levels: dict[tuple[int, ...], Tensor] = {}
+    for r in refs:
+        if isinstance(r, Tensor) and _functorch.is_batchedtensor(r) and r.numel():
+            levels, t = [], r
+            while _functorch.is_batchedtensor(t):
+                levels.append(_functorch.maybe_get_level(t))
+                t = _functorch.get_unwrapped(t)
+            key = tuple(levels)
+            if key not in by_levels or r.numel() < by_levels[key].numel():
+                by_levels[key] = r
+    batched = list(by_levels.values())
     if not batched:
         return tensors
     flag = torch.zeros_like(batched[0].reshape(-1)[:1], dtype=torch.bool).squeeze(0)
@@ -586,8 +597,7 @@ def batched(
     as PPO's annealed lr, and otherwise only tensors with dims, which cast them to
     float32 as they would a Python float). ``compile=True`` compiles the whole vmapped
     sweep update as one ``fxrl.compile`` program (loops rolled, ``make`` traced with the
-    env built once before, see ``make_env``) for the modules that set ``SWEEP_COMPILES``
-    (ppo, dqn; a one-line error for the others); ``compile=False`` runs it eager; a
+    env built once before, see ``make_env``); ``compile=False`` runs it eager; a
     ``torch.compile`` backend name is refused.
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
@@ -647,13 +657,6 @@ def _swept(
     def all_agents(values: dict, state: Any) -> tuple[Any, dict]:
         return torch.func.vmap(one)(values, state)
 
-    if compile is True and not getattr(module, "SWEEP_COMPILES", False):
-        raise ValueError(
-            f"batched: a {module.__name__.rsplit('.', 1)[-1]} sweep runs eager only: its "
-            "compiled program fails in inductor (a rolled loop's input or output aliases "
-            "another). Pass compile=False (the CLI: --no-compile); ppo and dqn "
-            "sweeps compile."
-        )
     if compile is True:
         from fxrl.compile import compile as fxrl_compile
 

@@ -52,8 +52,6 @@ __all__ = ["SWEEPABLE", "Config", "TrainState", "make", "make_learner", "train"]
 SWEEPABLE = ("lr", "gamma", "tau", "eps_start", "eps_end")
 # swept as float64: they meet float64 math (a schedule) or only tensors with dims
 SWEEP_FLOAT64 = ("lr", "eps_start", "eps_end")
-# core.batched(..., compile=True, sweep=...) compiles the vmapped sweep update
-SWEEP_COMPILES = True
 
 Learn = Callable[..., tuple[Any, Any, Any, Tensor, Any, dict[str, Tensor]]]
 
@@ -289,7 +287,6 @@ def make(config: Config) -> Algorithm:
         n_step=config.n_step,
         prioritized=config.prioritized,
         exploration_metric="epsilon",
-        staged=False,  # compiled as one program (core.batched), its loops rolled
     )
     return Algorithm(init, update, policy, config, env, config.num_envs * config.num_steps)
 

@@ -16,7 +16,7 @@ An algorithm file writes only its own pieces (``act``, ``learn``, its networks a
 Config) and calls ``make_update``; the loops, the replay buffer, the warm-up before
 ``learning_starts`` (gradient steps computed and discarded with ``torch.where``, no
 Python branch on a tensor, so one function serves every iteration under vmap and
-compile), the report and the staged (per-piece compiled) form live here. So do the
+compile) and the report live here. So do the
 pieces more than one of them builds: the checked env (``continuous_env``,
 ``discrete_env``), the twin critics (``critic_model``, ``twin_init``), one Adam per part
 of the params (``adam_parts``), the fresh ``TrainState`` (``init_state``) and training
@@ -288,7 +288,6 @@ def make_update(
     n_step: int = 1,
     prioritized: bool = False,
     exploration_metric: str | None = None,
-    staged: bool = True,
 ) -> Callable[[TrainState], tuple[TrainState, dict[str, Tensor]]]:
     """The update of an off-policy agent from its pieces.
 
@@ -304,23 +303,16 @@ def make_update(
         opt_state, gradient_steps)``; with ``learning`` False it returns ``learner``
         unchanged.
       sample: ``sample(buffer, key) -> (batch, learn_key)``; default ``sample_uniform``.
-        The batch is drawn outside ``learn`` (eagerly in the staged form:
-        ``buffers.sample``'s emptiness check reads the buffer size as a Python int).
       n_step: the replay's n-step returns (``transitions``).
       prioritized: the replay is prioritized: ``learn``'s metric ``"priority"``
         [batch_size] is written into the buffer at the sampled ``batch["index"]``
         (learning or not) and not reported; the gradient steps are then a Python loop
         (the next sample reads the priorities just written), not a ``core.scan``.
       exploration_metric: report ``explore`` under this name (DQN: ``"epsilon"``).
-      staged: give the update a ``staged(num_seeds, compile)`` form, which
-        ``core.batched`` compiles piece by piece (the env step and the gradient step each
-        ``fxrl.compile(vmap(piece))``, the loops and the in-place buffer writes in
-        Python) instead of the whole update as one program. SAC and TD3 take it (their
-        whole-update program is not supported yet: see ``core.batched`` on their
-        sweeps); DQN's update compiles as one program (``staged=False``).
     Returns:
       ``update(state) -> (state, metrics)`` with ``update.learn`` and ``update.act`` (the
-      pieces ``train_host`` drives) and, with ``staged``, ``update.staged``.
+      pieces ``train_host`` drives). ``fxrl.compile`` (or ``core.batched``) compiles
+      the whole update, seeds vmapped, as one program with both loops rolled.
     """
     steps_per_update = config.num_envs * config.num_steps
     sample = sample_uniform(config.batch_size) if sample is None else sample
@@ -353,66 +345,48 @@ def make_update(
         out.update(steps=steps, gradient_steps=count)
         return out
 
-    def build(wrap: Callable, wrap_eager: Callable, loop: Callable) -> Callable:
-        step_, learn_, report_ = wrap(env_step), wrap(learn), wrap(report)
-        add_, sample_, prioritize_ = wrap_eager(add), wrap_eager(sample), wrap_eager(prioritize)
-
-        def update(state: TrainState) -> tuple[TrainState, dict[str, Tensor]]:
-            key, k_roll, k_learn = split(state.key, 3)
-            explore = exploration(state.steps)
-            # collect: num_steps steps of num_envs envs, into the replay buffer
-            carry = (state.env_state, state.obs, state.noise, k_roll)
-            carry, traj = loop(
-                lambda c, _: step_(state.params, explore, c), carry, config.num_steps
-            )
-            env_state, obs, noise, _ = carry
-            buffer = add_(state.buffer, traj)
-            steps = state.steps + steps_per_update
-            learning = steps >= config.learning_starts
-            # learn: gradient_steps steps, discarded (not branched over) before learning_starts
-            learner = (state.params, state.target_params, state.opt_state, state.gradient_steps)
-            keys = random.split(k_learn, config.gradient_steps)
-            if prioritized:  # priorities are written between the steps: a Python loop
-                history = []
-                for k in keys.unbind(-2):
-                    batch, k_step = sample_(buffer, k)
-                    learner, m = learn_(learner, batch, k_step, learning)
-                    buffer, m = prioritize_(buffer, batch, m)
-                    history.append(m)
-                m = tree.stack(history)
-            else:
-
-                def grad_step(c: Learner, k: Tensor) -> tuple[Learner, dict]:
-                    batch, k_step = sample_(buffer, k)
-                    return learn_(c, batch, k_step, learning)
-
-                learner, m = loop(grad_step, learner, keys)
-            params, target, opt_state, count = learner
-            # report
-            metrics = report_(traj, steps, count, learning, m)
-            if exploration_metric is not None:
-                metrics[exploration_metric] = explore.float()
-            new = TrainState(
-                params, target, opt_state, env_state, obs, noise, buffer, key, steps, count
-            )
-            return new, metrics
-
-        return update
-
-    def scan_loop(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
+    def loop(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
         return core.scan(body, carry, torch.arange(xs) if isinstance(xs, int) else xs)
 
-    def identity(fn: Callable) -> Callable:
-        return fn
+    def update(state: TrainState) -> tuple[TrainState, dict[str, Tensor]]:
+        key, k_roll, k_learn = split(state.key, 3)
+        explore = exploration(state.steps)
+        # collect: num_steps steps of num_envs envs, into the replay buffer
+        carry = (state.env_state, state.obs, state.noise, k_roll)
+        params = state.params
+        carry, traj = loop(lambda c, _: env_step(params, explore, c), carry, config.num_steps)
+        env_state, obs, noise, _ = carry
+        buffer = add(state.buffer, traj)
+        steps = state.steps + steps_per_update
+        learning = steps >= config.learning_starts
+        # learn: gradient_steps steps, discarded (not branched over) before learning_starts
+        learner = (state.params, state.target_params, state.opt_state, state.gradient_steps)
+        keys = random.split(k_learn, config.gradient_steps)
+        if prioritized:  # priorities are written between the steps: a Python loop
+            history = []
+            for k in keys.unbind(-2):
+                batch, k_step = sample(buffer, k)
+                learner, m = learn(learner, batch, k_step, learning)
+                buffer, m = prioritize(buffer, batch, m)
+                history.append(m)
+            m = tree.stack(history)
+        else:
 
-    def staged_update(num_seeds: int, compile: bool | str) -> Callable:
-        eager = torch.func.vmap if num_seeds > 1 else identity
-        wrap = core.staged_wrap(num_seeds, compile)
-        return build(wrap, eager, core.staged_loop(num_seeds))
+            def grad_step(c: Learner, k: Tensor) -> tuple[Learner, dict]:
+                batch, k_step = sample(buffer, k)
+                return learn(c, batch, k_step, learning)
 
-    update = build(identity, identity, scan_loop)
-    if staged:
-        update.staged = staged_update  # type: ignore[attr-defined]
+            learner, m = loop(grad_step, learner, keys)
+        params, target, opt_state, count = learner
+        # report
+        metrics = report(traj, steps, count, learning, m)
+        if exploration_metric is not None:
+            metrics[exploration_metric] = explore.float()
+        new = TrainState(
+            params, target, opt_state, env_state, obs, noise, buffer, key, steps, count
+        )
+        return new, metrics
+
     update.learn = learn  # type: ignore[attr-defined]  # the gradient half, for train_host
     update.act = act  # type: ignore[attr-defined]  # acting with a noise state, for train_host
     return update

@@ -60,8 +60,6 @@ __all__ = [
 SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm")
 # swept as float64: they meet float64 math (a schedule) or only tensors with dims
 SWEEP_FLOAT64 = ("lr",)
-# core.batched(..., compile=True, sweep=...) compiles the vmapped sweep update
-SWEEP_COMPILES = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,10 +13,10 @@ TrainState, then takes ``gradient_steps`` steps of ``objectives.sac_loss``: twin
 moved by ``soft_update(target, online, tau)`` after every gradient step.
 
 This file holds SAC's own pieces (the Config, the actor, ``act`` and ``learn``); the
-collect / store / sample / learn / report loop around them, with its warm-up and its
-staged compiled form, is ``fxrl.algorithms.offpolicy.make_update``, shared with TD3 and
-DQN. The replay storage is written in place (DESIGN's one exception to purity): after
-``update(state)``, ``state.buffer``'s storage is the new state's.
+collect / store / sample / learn / report loop around them, with its warm-up, is
+``fxrl.algorithms.offpolicy.make_update``, shared with TD3 and DQN. The replay storage is
+written in place (DESIGN's one exception to purity): after ``update(state)``,
+``state.buffer``'s storage is the new state's.
 """
 
 from __future__ import annotations

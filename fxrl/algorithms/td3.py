@@ -15,8 +15,8 @@ transitions to the uniform replay buffer and takes ``gradient_steps`` steps of
 clipped double-Q target with target policy smoothing; the actor, and both targets
 (``soft_update``), only every ``policy_delay``-th gradient step, chosen with
 ``torch.where`` on the step count so that one graph serves every step under vmap and
-compile. The collect / store / sample / learn skeleton (and its staged, compiled form),
-the TrainState and ``train_host`` (gymnasium envs through ``fxrl.collector``) are
+compile. The collect / store / sample / learn skeleton, the TrainState and
+``train_host`` (gymnasium envs through ``fxrl.collector``) are
 ``fxrl.algorithms.offpolicy``'s, shared with SAC and DQN.
 
 Noise scales (``exploration_noise``, ``policy_noise``, ``noise_clip``) are in units of the

@@ -115,15 +115,8 @@ def train(
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"train: num_seeds must be a positive int, got {num_seeds!r}.")
     algo = algorithm_module(algorithm).make(config)  # a bad config or env id fails first
-    if sweep is not None:  # as must a bad sweep, or one that cannot compile
+    if sweep is not None:  # as must a bad sweep
         sweep = {k: list(v) for k, v in check_sweep(config, sweep).items()}
-        module = algorithm_module(algorithm)
-        if compile is True and not getattr(module, "SWEEP_COMPILES", False):
-            raise ValueError(
-                f"train: a {algorithm} sweep runs eager only (its compiled program fails in "
-                "inductor); pass compile=False (fxrl train: --no-compile). ppo and dqn "
-                "sweeps compile."
-            )
         batched(algo, num_seeds, compile, sweep=sweep)
     task_entry = _draw_tasks(algorithm, algo, config, tasks, task_ranges, sweep, seed)
     run_dir = Path(run_dir)
@@ -291,8 +284,8 @@ def _add_seed_dim(tree_: Any) -> Any:
 def batched_update(
     algo: Any, num_seeds: int, compile: bool, sweep: dict[str, list[float]] | None = None
 ) -> Any:
-    """``core.batched``'s update (compiled piece by piece where the algorithm supports
-    it), taking and returning states and metrics with a leading agent dim."""
+    """``core.batched``'s update (one compiled program; recurrent PPO's in pieces),
+    taking and returning states and metrics with a leading agent dim."""
     _, update = batched(algo, num_seeds, compile, sweep=sweep)
     if num_seeds > 1 or sweep:
         return update

@@ -3,8 +3,8 @@
 ``data/offpolicy_known_answer.json`` was written by this file (``python
 tests/algorithms/test_offpolicy_known_answer.py --record``) from the code before
 ``fxrl.algorithms.offpolicy`` was split out of ``sac.py`` and ``dqn.py``: three eager
-updates at one thread per case (the pure update, the vmapped one, the staged one run
-eager, and ``train_host`` on gymnasium), every metric (as ``float.hex``) and a sha256 of
+updates at one thread per case (the pure update, the vmapped one, and ``train_host`` on
+gymnasium), every metric (as ``float.hex``) and a sha256 of
 every leaf of the final TrainState. A refactor that changes one bit of any number fails
 here (on the instruction set the answers were recorded with, AVX512; elsewhere to float32
 rounding: see _known_answer.py).
@@ -31,16 +31,14 @@ _DQN = {"num_envs": 2, "num_steps": 4, "gradient_steps": 2, "buffer_size": 64,
         "batch_size": 8, "learning_starts": 8, "hidden": (16,), "total_steps": 24}  # fmt: skip
 _PER = {"prioritized": True, "double": True, "n_step": 2, "loss": "huber", "max_grad_norm": 1.0,
         "tau": 0.5, "target_update_every": 2}  # fmt: skip
-# name: (module, Config fields, seeds, how: "pure" | "staged" | "host")
+# name: (module, Config fields, seeds, how: "pure" | "host")
 CASES = {
     "sac": (sac, _AC, 1, "pure"),
     "sac_fixed_alpha": (sac, {**_AC, "learn_alpha": False, "alpha_init": 0.2}, 1, "pure"),
-    "sac_two_seeds_staged": (sac, _AC, 2, "staged"),
     "sac_host": (sac, _AC, 1, "host"),
     "td3": (td3, _AC, 1, "pure"),
     "td3_ou": (td3, {**_AC, "noise_type": "ou"}, 1, "pure"),
     "td3_two_seeds": (td3, _AC, 2, "pure"),
-    "td3_ou_two_seeds_staged": (td3, {**_AC, "noise_type": "ou"}, 2, "staged"),
     "td3_ou_host": (td3, {**_AC, "noise_type": "ou"}, 1, "host"),
     "dqn": (dqn, _DQN, 1, "pure"),
     "dqn_two_seeds": (dqn, _DQN, 2, "pure"),
@@ -64,8 +62,6 @@ def run_case(name: str) -> dict:
             out["state_sha256"] = digest(tree.map(torch.as_tensor, state))
             return out
         init, update = core.batched(algo, num_seeds, False)
-        if how == "staged":  # the per-piece path core.batched compiles, run eager
-            update = algo.update.staged(num_seeds, False)
         return run_updates(update, init(random.key(3)), 3)
     finally:
         torch.set_num_threads(threads)

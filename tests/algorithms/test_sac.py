@@ -148,40 +148,44 @@ def test_fixed_temperature_keeps_alpha_and_has_no_log_alpha():
     assert float(m["alpha"][-1]) == pytest.approx(0.2)
 
 
-@pytest.fixture(scope="module")
-def compiled_pair():
-    algo = sac.make(sac.Config(**SMALL))
-    return algo, core.batched(algo, 1, compile=True)
+# The learning test's settings: the compiled-vs-eager test compiles the same program, which
+# the learning test then loads from inductor's on-disk cache instead of compiling again.
+LEARN = {"num_envs": 4, "num_steps": 2, "gradient_steps": 8, "total_steps": 6_400,
+         "learning_starts": 400, "hidden": (64, 64), "batch_size": 128}  # fmt: skip
 
 
-@pytest.mark.slow  # inductor compiles two pieces: 409 s on the loaded 2-core machine
-def test_compiled_update_equals_eager(compiled_pair):
-    algo, (_, update) = compiled_pair
-    state = algo.init(random.key(5))
-    state, _ = algo.update(state)  # past the random phase: the next update learns
-    eager, m_eager = algo.update(tree.map(torch.clone, state))
+@pytest.mark.slow  # compiles the whole update: ~45 s cold on a quiet 2-core machine
+@pytest.mark.parametrize("num_seeds", [1, 2])
+def test_the_compiled_update_is_one_program_equal_to_the_eager_update(num_seeds):
+    algo = sac.make(sac.Config(**LEARN))
+    init, update = core.batched(algo, num_seeds, compile=True)
+    _, eager_update = core.batched(algo, num_seeds, compile=False)
+    state = init(random.key(5))
+    for _ in range(50):  # 400 env steps: the last of these updates learned
+        state, _ = update(state)
+    eager, m_eager = eager_update(tree.map(torch.clone, state))
     compiled, m_compiled = update(tree.map(torch.clone, state))
-    assert int(compiled.gradient_steps) == 2
+    assert len(update._programs) == 1  # one program: no staged pieces around it
+    assert (compiled.gradient_steps == 16).all()
     assert_trees_close(compiled.params, eager.params, rtol=1e-4, atol=1e-5)
     assert_trees_close(compiled.target_params, eager.target_params, rtol=1e-4, atol=1e-5)
+    assert_trees_close(compiled.buffer, eager.buffer)
     assert_trees_close(m_compiled, m_eager, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
 def test_learns_pendulum_on_a_small_budget():
-    # 3200 env steps (4 envs x 2 steps, then 8 gradient steps, per update: 400 eager
-    # updates), 2800 gradient steps after 400 random steps: far from solved, but the
-    # greedy policy in gymnasium's Pendulum-v1 must beat the random policy's ~-1200 and
-    # the fresh actor's. Slow: eager gradient steps cost ~0.1-0.2 s each on a loaded
-    # 2-core machine (the recorded runs in docs/results are the real learning claims)
-    config = sac.Config(num_envs=4, num_steps=2, gradient_steps=8, total_steps=3_200,
-                        learning_starts=400, hidden=(64, 64), batch_size=128)  # fmt: skip
-    algo = sac.make(config)
+    # 6400 env steps through the compiled update (4 envs x 2 steps, then 8 gradient
+    # steps, per update), 6000 gradient steps after 400 random steps: far from solved,
+    # but the greedy policy in gymnasium's Pendulum-v1 must beat the random policy's
+    # ~-1200 and the fresh actor's by far (the recorded runs in docs/results are the
+    # real learning claims)
+    algo = sac.make(sac.Config(**LEARN))
     fresh = core.evaluate(algo, algo.init(random.key(0)).params, 5)
-    state, _ = core.train(algo, random.key(0), compile=False)
+    state, _ = core.train(algo, random.key(0))
     returns = core.evaluate(algo, state.params, 5)
-    assert float(returns.mean()) > -900, (returns, fresh)
-    assert float(returns.mean()) > float(fresh.mean()) + 200, (returns, fresh)
+    assert float(returns.mean()) > -600, (returns, fresh)
+    assert float(returns.mean()) > float(fresh.mean()) + 400, (returns, fresh)
 
 
 def test_train_host_learns_through_the_collector_on_gymnasiums_pendulum():

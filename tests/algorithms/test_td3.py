@@ -240,19 +240,43 @@ def test_train_host_carries_ou_noise_through_the_collector_and_restarts_it_each_
     assert torch.equal(state.noise.noise, torch.zeros(n, 1))  # the last step ended episodes
 
 
+# The learning test's settings: the compiled-vs-eager test compiles the same program, which
+# the learning test then loads from inductor's on-disk cache instead of compiling again.
+LEARN = {"num_envs": 4, "num_steps": 2, "gradient_steps": 8, "total_steps": 6_400,
+         "learning_starts": 400, "hidden": (64, 64), "batch_size": 128}  # fmt: skip
+
+
+@pytest.mark.slow  # compiles the whole update: ~45 s cold on a quiet 2-core machine
+def test_the_compiled_update_is_one_program_equal_to_the_eager_update_with_ou_noise():
+    # two seeds vmapped, OU noise carried in the state: the whole update, delayed actor
+    # steps and all, compiled as one program, against the same update run eagerly
+    algo = td3.make(td3.Config(**LEARN, noise_type="ou"))
+    init, update = core.batched(algo, 2, compile=True)
+    _, eager_update = core.batched(algo, 2, compile=False)
+    state = init(random.key(5))
+    for _ in range(50):  # 400 env steps: the last of these updates learned
+        state, _ = update(state)
+    eager, m_eager = eager_update(tree.map(torch.clone, state))
+    compiled, m_compiled = update(tree.map(torch.clone, state))
+    assert len(update._programs) == 1  # one program: no staged pieces around it
+    assert (compiled.gradient_steps == 16).all()
+    assert_trees_close(compiled.params, eager.params, rtol=1e-4, atol=1e-5)
+    assert_trees_close(compiled.target_params, eager.target_params, rtol=1e-4, atol=1e-5)
+    assert_trees_close(compiled.noise, eager.noise, rtol=1e-4, atol=1e-5)
+    assert_trees_close(compiled.buffer, eager.buffer, rtol=1e-4, atol=1e-5)
+    assert_trees_close(m_compiled, m_eager, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.slow
 def test_learns_pendulum_on_a_small_budget():
-    # 6400 env steps (4 envs x 2 steps, then 8 gradient steps, per update: 800 eager
-    # updates), 6000 gradient steps after 400 random steps (TD3's delayed actor learns
-    # later than SAC: 2800 were not enough): far from solved, but the greedy policy in
-    # gymnasium's Pendulum-v1 must beat the random policy's ~-1200 and the fresh actor's.
-    # Slow: ~15 ms per eager gradient step on a quiet 2-core machine, 0.1-0.2 s loaded
-    # (the recorded runs in docs/results are the real learning claims)
-    config = td3.Config(num_envs=4, num_steps=2, gradient_steps=8, total_steps=6_400,
-                        learning_starts=400, hidden=(64, 64), batch_size=128)  # fmt: skip
-    algo = td3.make(config)
+    # 6400 env steps through the compiled update (4 envs x 2 steps, then 8 gradient
+    # steps, per update), 6000 gradient steps after 400 random steps: far from solved,
+    # but the greedy policy in gymnasium's Pendulum-v1 must beat the random policy's
+    # ~-1200 and the fresh actor's (the recorded runs in docs/results are the real
+    # learning claims)
+    algo = td3.make(td3.Config(**LEARN))
     fresh = core.evaluate(algo, algo.init(random.key(0)).params, 5)
-    state, _ = core.train(algo, random.key(0), compile=False)
+    state, _ = core.train(algo, random.key(0))
     returns = core.evaluate(algo, state.params, 5)
     assert float(returns.mean()) > -900, (returns, fresh)
     assert float(returns.mean()) > float(fresh.mean()) + 200, (returns, fresh)

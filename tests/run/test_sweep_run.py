@@ -218,7 +218,6 @@ def test_export_of_a_sweep_without_pick_is_a_one_line_error(swept, capsys):
         (["--sweep", "lr=1e-3,fast"], "the values are not all numbers"),
         (["--sweep", "lr=1e-3", "--sweep", "lr=1e-4"], "--sweep lr is given twice"),
         (["--sweep"], "--sweep needs FIELD=V1,V2,..."),
-        (["--algo", "sac", "--sweep", "tau=0.01", "--compile"], "a sac sweep runs eager only"),
     ],
 )
 def test_a_bad_sweep_flag_is_a_one_line_error_and_writes_nothing(capsys, tmp_path, args, message):
