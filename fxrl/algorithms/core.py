@@ -57,6 +57,7 @@ __all__ = [
     "evaluate",
     "make_env",
     "scan",
+    "scan_vjp",
     "staged_loop",
     "staged_wrap",
     "sweepable",
@@ -323,8 +324,9 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
     buffer): they become the loop's read-only extra inputs, found through closures,
     nested functions, partials, pytrees and dataclass fields (not through attributes of
     other objects).
-    A scan inside another scan's body is unrolled (inductor cannot lower nested loops
-    yet): keep loops at the top level of the update.
+    A scan may run inside another scan's body (both rolled: a loop in a loop). A scan
+    cannot be differentiated by ``torch.func.grad`` (torch's scan operator has no grad
+    rule): differentiate a rolled loop with ``scan_vjp``.
     """
     if isinstance(xs, int):
         xs = torch.arange(xs)
@@ -332,7 +334,7 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
         return _dynamo_scan(body, carry, xs)
     from fxrl.compile import is_tracing
 
-    if is_tracing() and not _IN_SCAN.get():
+    if is_tracing():
         return _traced_scan(body, carry, xs)
     ys = []
     length = tree.leaves(xs)[0].shape[0]
@@ -342,7 +344,64 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
     return carry, tree.stack(ys)
 
 
-_IN_SCAN: contextvars.ContextVar[bool] = contextvars.ContextVar("fxrl_in_scan", default=False)
+def scan_vjp(
+    body: Callable[[Any, Any, Any], tuple[Any, Any]], params: Any, carry: Any, xs: Any
+) -> tuple[Any, Any, Callable[[Any, Any], tuple[Any, Any, Any]]]:
+    """``carry, ys, vjp_fn = scan_vjp(body, params, carry, xs)``: ``scan`` of
+    ``body(params, carry, x) -> (carry, y)`` and its vector-Jacobian product, as
+    ``torch.func.vjp`` gives one: backpropagation through time over a rolled loop.
+
+    ``vjp_fn(d_carry, d_ys) -> (d_params, d_carry0, d_xs)`` takes cotangents of the final
+    carry (``None``: zeros, a carry the loss does not read) and of ``ys``, and returns the
+    gradients with respect to ``params``, the initial ``carry`` and ``xs`` (``None`` for
+    the leaves of ``xs`` that are not floating point, such as reset flags). The forward
+    loop keeps the carry before every step; the backward is a second ``scan``, in reverse,
+    whose body takes ``torch.func.vjp`` of ``body`` at that step and adds up the params'
+    gradients. Both are rolled under ``fxrl.compile`` (a ``torch.func.grad`` through
+    ``scan`` is not possible: torch's scan operator has no grad rule), and both are
+    Python loops in eager code.
+
+    ``body`` must read what is differentiated through ``params``, ``carry`` and ``x``
+    only: a tensor it reads through its closure gets no gradient. The gradients equal
+    autograd's through the unrolled loop up to float rounding (the params' gradients
+    are summed over steps in reverse order).
+    """
+
+    def forward(c: Any, x: Any) -> tuple[Any, dict]:
+        new_c, y = body(params, c, x)
+        return new_c, {"y": y, "carry": c}
+
+    final, out = scan(forward, carry, xs)
+    ys, carries = out["y"], out["carry"]
+    x_leaves, x_spec = tree.leaves(xs), tree.structure(xs)
+    is_float = [t.is_floating_point() for t in x_leaves]
+
+    def vjp_fn(d_carry: Any, d_ys: Any) -> tuple[Any, Any, Any]:
+        d_carry = tree.map(torch.zeros_like, final) if d_carry is None else d_carry
+
+        def back(acc: tuple, step: tuple) -> tuple[tuple, list]:
+            d_c, d_p = acc
+            c, x, d_y = step
+            x_list = tree.leaves(x)
+
+            def at_step(p: Any, c_: Any, floats: list) -> tuple[Any, Any]:
+                it = iter(floats)
+                x_ = [next(it) if f else v for v, f in zip(x_list, is_float, strict=True)]
+                return body(p, c_, tree.unflatten(x_spec, x_))
+
+            floats = [v for v, f in zip(x_list, is_float, strict=True) if f]
+            _, pull = torch.func.vjp(at_step, params, c, floats)
+            g_p, g_c, g_x = pull((d_c, d_y))
+            return (g_c, tree.map(torch.add, d_p, g_p)), g_x
+
+        rev = tree.map(lambda v: v.flip(0), (carries, xs, d_ys))
+        zeros = tree.map(torch.zeros_like, params)
+        (d_carry0, d_params), d_floats = scan(back, (d_carry, zeros), rev)
+        it = iter(v.flip(0) for v in d_floats)
+        d_xs = [next(it) if f else None for f in is_float]
+        return d_params, d_carry0, tree.unflatten(x_spec, d_xs)
+
+    return final, ys, vjp_fn
 
 
 def _lift(obj: Any, found: list[Tensor], seen: set[int], depth: int = 0) -> Any:
@@ -478,14 +537,10 @@ def _traced_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
 
     def flat_body(*args: Tensor) -> list[Tensor]:
         fn = _build(body, template, list(args[n + m :]))
-        token = _IN_SCAN.set(True)
-        try:
-            new_c, y = fn(
-                tree.unflatten(carry_spec, list(args[:n])),
-                tree.unflatten(xs_spec, list(args[n : n + m])),
-            )
-        finally:
-            _IN_SCAN.reset(token)
+        new_c, y = fn(
+            tree.unflatten(carry_spec, list(args[:n])),
+            tree.unflatten(xs_spec, list(args[n : n + m])),
+        )
         y_leaves = tree.leaves(y)
         y_spec.append(tree.structure(y))
         return _copy(_batched_like([*tree.leaves(new_c), *y_leaves], args))
