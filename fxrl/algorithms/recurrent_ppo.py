@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from fxrl import distributions, envs, nn, random, specs, transforms, tree
+from fxrl import distributions, envs, nn, optim, random, specs, transforms, tree
 from fxrl.algorithms import core, onpolicy
 from fxrl.algorithms.core import check_config
 from fxrl.nn import initializers as inits
@@ -177,10 +177,26 @@ class RecurrentAlgorithm(NamedTuple):
 # ------------------------------------------------------------------------------ network
 
 
-def _network(config: Config, obs_dim: int, out_dim: int) -> tuple[nn.Model, Any]:
-    """``(apply(net, xs [T, *B, obs], carry, is_init [T, *B]) -> (head [T, *B, out],
-    value [T, *B], carry), initial_carry)``: embedding, core, actor and critic heads.
-    Orthogonal inits as PureJaxRL (sqrt 2 hidden, 0.01 policy head, 1 value head)."""
+class _Network(NamedTuple):
+    """Recurrent PPO's network as its three stages, and the whole.
+
+    ``embed(p, xs [..., obs]) -> [..., h]`` (every step at once); ``core_step(p, carry,
+    (x [*B, h], is_init [*B])) -> (carry, y [*B, width])`` (one step of the core, the body
+    of the sequence loop); ``heads(p, ys [..., width]) -> (distribution, value [...])``;
+    ``apply(net, xs [T, *B, obs], carry, is_init [T, *B]) -> (head [T, *B, out], value
+    [T, *B], carry)``: the three in a row (``p``: ``net``'s entry of each stage)."""
+
+    init: Any
+    apply: Any
+    embed: Any
+    core_step: Any
+    heads: Any
+    initial_carry: Any
+
+
+def _network(config: Config, obs_dim: int, out_dim: int) -> _Network:
+    """Embedding, core, actor and critic heads. Orthogonal inits as PureJaxRL (sqrt 2
+    hidden, 0.01 policy head, 1 value head)."""
     w, b, act, hid = inits.orthogonal(math.sqrt(2)), inits.zeros, config.activation, config.hidden
     h, width = hid[-1], config.rnn_hidden
     embed = nn.mlp(obs_dim, h, hid[:-1], act, output_activation=act, w_init=w, b_init=b)
@@ -190,16 +206,30 @@ def _network(config: Config, obs_dim: int, out_dim: int) -> tuple[nn.Model, Any]
     else:
         cell = None
         rnn = (nn.gru if config.cell == "gru" else nn.lstm)(h, width)
-    heads = [
+    actor, critic = (
         nn.mlp(width, n, hid, act, w_init=w, b_init=b, output_w_init=inits.orthogonal(s))
         for n, s in ((out_dim, 0.01), (1, 1.0))
-    ]
+    )
 
     def init(key: Tensor) -> dict:
         k_embed, k_core, k_actor, k_critic = random.split(key, 4).unbind(-2)
         core_params = rnn.init(k_core) if cell is None else cell.init(k_core)
-        actor, critic = heads[0].init(k_actor), heads[1].init(k_critic)
-        return {"embed": embed.init(k_embed), "core": core_params, "actor": actor, "critic": critic}
+        return {
+            "embed": embed.init(k_embed),
+            "core": core_params,
+            "actor": actor.init(k_actor),
+            "critic": critic.init(k_critic),
+        }
+
+    def core_step(p: dict, carry: Any, x: tuple[Tensor, Tensor]) -> tuple[Any, Tensor]:
+        if cell is not None:  # the feed-forward baseline: the carry passes through
+            return carry, cell.apply(p, x[0])
+        y, carry = rnn.step(p, x[0], carry, x[1])
+        return carry, y
+
+    def heads(p: dict, ys: Tensor) -> tuple[Any, Tensor]:
+        head = actor.apply(p["actor"], ys)
+        return _distribution(head), critic.apply(p["critic"], ys).squeeze(-1)
 
     def apply(net: dict, xs: Tensor, carry: Any, is_init: Tensor) -> tuple[Tensor, Tensor, Any]:
         e = embed.apply(net["embed"], xs)
@@ -207,10 +237,10 @@ def _network(config: Config, obs_dim: int, out_dim: int) -> tuple[nn.Model, Any]
             ys, carry = rnn.apply(net["core"], e, carry, is_init)
         else:
             ys = cell.apply(net["core"], e)
-        value = heads[1].apply(net["critic"], ys).squeeze(-1)
-        return heads[0].apply(net["actor"], ys), value, carry
+        value = critic.apply(net["critic"], ys).squeeze(-1)
+        return actor.apply(net["actor"], ys), value, carry
 
-    return nn.Model(init, apply), rnn.initial_carry
+    return _Network(init, apply, embed.apply, core_step, heads, rnn.initial_carry)
 
 
 def _distribution(head: Tensor) -> Any:
@@ -235,16 +265,15 @@ def make(config: Config) -> RecurrentAlgorithm:
         raise ValueError(f"{where} actions {action_spec!r}; recurrent PPO handles Discrete(n).")
     if not isinstance(obs_spec, specs.Box) or len(obs_spec.shape) != 1:
         raise ValueError(f"{where} observations {obs_spec!r}; needs a flat Box [obs_dim].")
-    net, zero_carry = _network(config, obs_spec.shape[0], action_spec.n)
+    net = _network(config, obs_spec.shape[0], action_spec.n)
     n, t_len = config.num_envs, config.num_steps
-    mb_envs = n // config.num_minibatches
     steps_per_update = n * t_len
     grad_steps = config.update_epochs * config.num_minibatches
     num_updates = onpolicy.num_updates(config, steps_per_update)
     opt, lr_at = onpolicy.make_optimizer(config, grad_steps, num_updates)
 
     def initial_carry(batch_shape: tuple[int, ...] = ()) -> Any:
-        return zero_carry(tuple(batch_shape))
+        return net.initial_carry(tuple(batch_shape))
 
     def policy(
         params: dict,
@@ -293,9 +322,7 @@ def make(config: Config) -> RecurrentAlgorithm:
         }
         return (env_state, ts.info["next_obs"], carry, done, key), out
 
-    # -------------------------------------------------------------------------- learn
-
-    def prepare(params: dict, carry0: Any, traj: dict) -> tuple[dict, dict]:
+    def prepare(params: dict, traj: dict) -> dict:
         # Bootstrap values: each step's reached observation (the final one where an episode
         # ended) seen with the carry after that step, all T*N at once as one-step sequences.
         flat = lambda v: v.flatten(0, 1)[None]
@@ -305,72 +332,72 @@ def make(config: Config) -> RecurrentAlgorithm:
         advantage, target = onpolicy.advantages(traj, next_value[0].reshape(t_len, n), config)
         batch = {k: traj[k] for k in ("obs", "is_init", "action", "log_prob", "value")}
         batch["advantage"], batch["value_target"] = advantage, target
-        return {"seq": batch, "carry": carry0}, onpolicy.episode_report(traj)
+        return batch
 
-    def loss_fn(net_params: dict, mb: dict) -> tuple[Tensor, dict]:
-        seq = mb["seq"]
+    # -------------------------------------------------------------------------- learn
 
-        def forward(p: dict, obs: Tensor) -> tuple[Any, Tensor]:
-            head, value, _ = net.apply(p, obs, mb["carry"], seq["is_init"])
-            return _distribution(head), value
+    def loss_and_grads(p: dict, seq: dict, carry: Any) -> tuple[dict, dict]:
+        """The clipped PPO loss's gradient on sequences ``seq`` [T, envs] re-run from their
+        starting ``carry``: forward through the embedding (every step at once), the core
+        (a loop over the sequence) and the heads; backward through them in reverse, the
+        core by ``core.scan_vjp`` (backpropagation through time in a rolled loop)."""
+        e, embed_vjp = torch.func.vjp(lambda p_: net.embed(p_, seq["obs"]), p["embed"])
+        _, ys, core_vjp = core.scan_vjp(net.core_step, p["core"], carry, (e, seq["is_init"]))
 
-        return onpolicy.clipped_loss(forward, net_params, seq, config)
+        def heads_loss(heads_p: dict, ys_: Tensor) -> tuple[Tensor, dict]:
+            return onpolicy.clipped_loss(net.heads, heads_p, {**seq, "obs": ys_}, config)
 
-    def grad_step(c: tuple, mb: dict) -> tuple[tuple, dict]:
-        net_params, opt_state, metrics = onpolicy.gradient_step(loss_fn, opt, *c, mb)
-        return (net_params, opt_state), metrics
+        heads_p = {"actor": p["actor"], "critic": p["critic"]}
+        grad_heads = torch.func.grad(heads_loss, argnums=(0, 1), has_aux=True)
+        (g_heads, d_ys), metrics = grad_heads(heads_p, ys)
+        g_core, _, (d_e, _) = core_vjp(None, d_ys)
+        (g_embed,) = embed_vjp(d_e)
+        return {"embed": g_embed, "core": g_core, **g_heads}, metrics
 
-    def shuffle(batch: dict, key: Tensor) -> tuple[dict, Tensor]:
-        # Minibatches of whole sequences: permute envs (dim 1 of [T, N]; dim 0 of the carry).
-        key, k_perm = onpolicy.split_key(key)
-        perm, cuts = random.permutation(k_perm, n), (config.num_minibatches, mb_envs)
-        cut_t = lambda v: v[:, perm].reshape(t_len, *cuts, *v.shape[2:]).movedim(1, 0)
-        cut_c = lambda v: v[perm].reshape(*cuts, *v.shape[1:])
-        return {"seq": tree.map(cut_t, batch["seq"]), "carry": tree.map(cut_c, batch["carry"])}, key
+    def update(state: TrainState) -> tuple[TrainState, dict]:
+        params = state.params
+        # collect num_steps, from the carry and flags the last update ended with
+        c = (state.env_state, state.obs, state.carry, state.is_init, state.key)
+        (env_state, obs, carry, is_init, key), traj = core.scan(
+            lambda c_, _: env_step(params, c_), c, t_len
+        )
+        batch = prepare(params, traj)
 
-    def finish(state: TrainState, c: tuple, learned: tuple, report: dict, metrics: dict):
-        env_state, obs, carry, is_init, _ = c
-        net_params, opt_state, key = learned
-        steps = state.steps + steps_per_update
-        out = onpolicy.update_metrics(report, metrics, lr_at(state.updates), steps)
-        params = {"net": net_params}
-        updates = state.updates + 1
-        return TrainState(
-            params, opt_state, env_state, obs, carry, is_init, key, steps, updates
-        ), out
-
-    def build(wrap: Any, loop: Any) -> Any:
-        """One update from its pieces, as ``ppo.make``'s: pieces through ``wrap``
-        (identity, or vmapped over seeds and compiled), loops through ``loop``."""
-        step_, prepare_, shuffle_, grad_, finish_ = map(
-            wrap, (env_step, prepare, shuffle, grad_step, finish)
+        # learn: epochs x minibatches of whole env sequences (rows of ``index``), each
+        # re-run through the core from the carry it started the rollout with
+        key, index = onpolicy.shuffled_minibatches(
+            key, config.update_epochs, n, config.num_minibatches
         )
 
-        def update(state: TrainState) -> tuple[TrainState, dict]:
-            params = state.params
-            # collect, from the carry the last update ended with
-            c = (state.env_state, state.obs, state.carry, state.is_init, state.key)
-            c, traj = loop(lambda c_, _: step_(params, c_), c, t_len)
-            batch, report = prepare_(params, state.carry, traj)
+        def grad_step(c: tuple, rows: Tensor) -> tuple[tuple, dict]:
+            net_params, opt_state = c
+            seq = tree.map(lambda v: v[:, rows], batch)
+            start = tree.map(lambda v: v[rows], state.carry)
+            grads, metrics = loss_and_grads(net_params, seq, start)
+            updates, opt_state = opt.update(grads, opt_state, net_params)
+            return (optim.apply_updates(net_params, updates), opt_state), metrics
 
-            # learn: minibatches of whole sequences, re-run from their stored carries
-            def epoch(e: tuple, _: Any) -> tuple[tuple, dict]:
-                net_params, opt_state, key = e
-                minibatches, key = shuffle_(batch, key)
-                (net_params, opt_state), m = loop(grad_, (net_params, opt_state), minibatches)
-                return (net_params, opt_state, key), m
+        (net_params, opt_state), losses = core.scan(
+            grad_step, (params["net"], state.opt_state), index
+        )
 
-            learned, metrics = loop(
-                epoch, (params["net"], state.opt_state, c[4]), config.update_epochs
-            )
-            return finish_(state, c, learned, report, metrics)
+        # report
+        steps = state.steps + steps_per_update
+        episodes = onpolicy.episode_report(traj)
+        metrics = onpolicy.update_metrics(episodes, losses, lr_at(state.updates), steps)
+        new = TrainState(
+            {"net": net_params},
+            opt_state,
+            env_state,
+            obs,
+            carry,
+            is_init,
+            key,
+            steps,
+            state.updates + 1,
+        )
+        return new, metrics
 
-        return update
-
-    update = build(lambda f: f, core.scan)
-    update.staged = lambda num_seeds, compile: build(  # type: ignore[attr-defined]
-        core.staged_wrap(num_seeds, compile), core.staged_loop(num_seeds)
-    )
     return RecurrentAlgorithm(init, update, policy, config, env, steps_per_update, initial_carry)
 
 

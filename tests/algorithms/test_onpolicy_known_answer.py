@@ -34,7 +34,6 @@ CASES = {
     "ppo_two_seeds": (ppo, {**_PPO, "env": "CartPole-v1", "anneal_lr": False}, 2),
     "rppo_gru": (recurrent_ppo, {**_RNN, "cell": "gru"}, 1),
     "rppo_lstm": (recurrent_ppo, {**_RNN, "cell": "lstm"}, 1),
-    "rppo_gru_two_seeds_staged": (recurrent_ppo, {**_RNN, "cell": "gru"}, 2),
 }
 
 
@@ -44,11 +43,7 @@ def run_case(name: str) -> dict:
     torch.set_num_threads(1)
     try:
         algo = module.make(module.Config(**fields))
-        if name.endswith("_staged"):  # the per-piece path core.batched compiles, run eager
-            init = core.batched(algo, num_seeds, False)[0]
-            update = algo.update.staged(num_seeds, False)
-        else:
-            init, update = core.batched(algo, num_seeds, False)
+        init, update = core.batched(algo, num_seeds, False)
         return run_updates(update, init(random.key(3)), 2)
     finally:
         torch.set_num_threads(threads)

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from fxrl import export, random, tree
+from fxrl.algorithms import core
 from fxrl.algorithms import recurrent_ppo as rp
+from fxrl.compile import trace
 from fxrl.testing import assert_trees_close
 
 SMALL = {"num_envs": 4, "num_steps": 8, "num_minibatches": 2, "update_epochs": 2, "total_steps": 64}
@@ -98,14 +100,48 @@ def test_vmap_over_two_seeds_equals_a_loop():
         assert_trees_close(tree.index(metrics, i), m, rtol=1e-5, atol=1e-6)
 
 
-def test_the_staged_update_for_several_seeds_equals_the_vmapped_update():
-    # What core.batched(..., compile=True) compiles piece by piece, run uncompiled.
+@pytest.fixture(scope="module")
+def compiled_gru():
+    """core.batched's compiled update for two seeds (one fxrl.compile program), its algo,
+    and its first call's input and output (shared: one compile)."""
     algo = rp.make(rp.Config(cell="gru", **SMALL))
-    states = torch.func.vmap(algo.init)(random.split(random.key(8), 2))
-    a, ma = algo.update.staged(2, False)(states)
+    init, update = core.batched(algo, 2, compile=True)
+    states = init(random.key(8))
+    return algo, update, states, update(states)
+
+
+def test_the_compiled_update_for_several_seeds_equals_the_eager_one(compiled_gru):
+    algo, update, states, (a, ma) = compiled_gru
+    assert len(update._programs) == 1  # one program: no pieces compiled apart
     b, mb = torch.func.vmap(algo.update)(states)
     assert_trees_close(a, b, rtol=1e-5, atol=1e-6)
     assert_trees_close(ma, mb, rtol=1e-5, atol=1e-6)
+    # and the next update, from a mid-episode carry
+    a2, ma2 = update(a)
+    b2, mb2 = torch.func.vmap(algo.update)(b)
+    assert_trees_close(a2, b2, rtol=1e-4, atol=1e-5)
+    assert_trees_close(ma2, mb2, rtol=1e-4, atol=1e-5)
+
+
+def _loop_shape(num_steps):
+    """The traced update's rolled loops (scan nodes) and the op count of every graph."""
+    algo = rp.make(rp.Config(cell="gru", **{**SMALL, "num_steps": num_steps}))
+    states = torch.func.vmap(algo.init)(random.split(random.key(0), 2))
+    gm = trace(torch.func.vmap(algo.update), states)
+    graphs = [m for _, m in gm.named_modules() if isinstance(m, torch.fx.GraphModule)]
+    scans = sum(n.target is torch.ops.higher_order.scan for g in graphs for n in g.graph.nodes)
+    return scans, sorted(len(g.graph.nodes) for g in graphs)
+
+
+def test_the_update_traces_the_same_loops_for_16_and_128_steps():
+    # No unrolling: the rollout, the permutations, the gradient steps and the sequence
+    # loop forward and backward inside them are rolled loops, so the program has the
+    # same loop bodies whatever num_steps is (the op counts differ by a few shape ops;
+    # unrolling 8x more steps would multiply them).
+    (scans, sizes), (long_scans, long_sizes) = _loop_shape(16), _loop_shape(128)
+    assert scans == long_scans == 5  # rollout, permutations, gradient steps, BPTT fwd + bwd
+    assert len(sizes) == len(long_sizes)
+    assert sum(long_sizes) < 1.05 * sum(sizes), (sizes, long_sizes)
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
@@ -125,7 +161,7 @@ def test_minibatch_rerun_from_the_stored_carry_reproduces_the_rollout(cell):
     # The stored carry matters: for envs that continue an episode, the first step's logits
     # from it differ from those a zero carry gives, so a re-run from the wrong carry (or
     # without the resets) would not have reproduced the rollout's log-probs above.
-    net, _ = rp._network(config, 2, 2)
+    net = rp._network(config, 2, 2)
     going = ~state.is_init
     assert bool(going.any())
     obs, first = state.obs[None], state.is_init[None]  # obs: already masked
