@@ -58,10 +58,9 @@ __all__ = [
     "make_env",
     "scan",
     "scan_vjp",
-    "staged_loop",
-    "staged_wrap",
     "sweepable",
     "train",
+    "whole_training",
     "with_numbers",
 ]
 
@@ -565,60 +564,10 @@ def _dynamo_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
     return tree.unflatten(carry_spec, c), ys
 
 
-def staged_wrap(num_seeds: int, compile: bool | str) -> Callable[[Callable], Callable]:
-    """How a staged update wraps each of its pieces: ``fxrl.compile(vmap(piece))``, or
-    ``torch.compile`` with a backend name ("eager", "aot_eager": graph capture only);
-    vmap only for several seeds; no compile for ``compile=False``."""
-
-    def wrap(fn: Callable) -> Callable:
-        name = getattr(fn, "__name__", "piece")
-        if num_seeds > 1:
-            fn = torch.func.vmap(fn)
-        if compile is True:
-            # fxrl.compile: one flat graph per piece, no dynamo guards or shared caches,
-            # inductor options scoped to the piece (several times faster to compile)
-            from fxrl.compile import compile as fxrl_compile
-
-            fn = fxrl_compile(fn)
-        elif compile:
-            fn = torch.compile(_own_code(fn, name), backend=compile, fullgraph=True, dynamic=False)
-        return fn
-
-    return wrap
-
-
-def _own_code(fn: Callable, name: str) -> Callable:
-    """``fn`` behind a function with its own code object. Dynamo keeps one cache (and one
-    recompile limit) per code object, and every ``vmap(piece)`` shares vmap's wrapper."""
-
-    def call(*args: Any) -> Any:
-        return fn(*args)
-
-    code = call.__code__.replace(co_name=f"fxrl_{name}")
-    return types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
-
-
 def _contiguous(tree_: Any) -> Any:
     # vmapped inits make stride-0 leaves; the compiled update returns dense ones. Dense
     # from the start, so the second call does not recompile.
     return tree.map(lambda x: x.clone(memory_format=torch.contiguous_format), tree_)
-
-
-def staged_loop(num_seeds: int) -> Callable:
-    """The Python loop of a staged update: ``loop(body, carry, xs)`` over an int count or
-    over dim 0 of ``xs`` per seed (dim 1 of the seed-batched arrays when num_seeds > 1)."""
-    dim = 1 if num_seeds > 1 else 0
-
-    def loop(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
-        n = xs if isinstance(xs, int) else tree.leaves(xs)[0].shape[dim]
-        ys = []
-        for i in range(n):
-            x = i if isinstance(xs, int) else tree.map(lambda v, i=i: v.select(dim, i), xs)
-            carry, y = body(carry, x)
-            ys.append(y)
-        return carry, tree.stack(ys, dim=dim)
-
-    return loop
 
 
 def batched(
@@ -632,12 +581,10 @@ def batched(
 
     ``init(key [2])`` splits the key into one per seed; states and metrics have a leading
     [num_seeds] dim when ``num_seeds > 1`` (none for 1). ``update`` is
-    ``vmap(algo.update)`` for all seeds at once, compiled: when the update has a
-    ``staged(num_seeds, compile)`` builder (PPO's has), each piece of it (env step,
-    gradient step...) is compiled as ``fxrl.compile(vmap(piece))`` and the loops stay in
-    Python, so compile time does not grow with the loop lengths; otherwise the whole
-    update is compiled. ``compile`` is True (inductor), a backend name ("aot_eager",
-    "eager") or False (eager, vmapped).
+    ``vmap(algo.update)`` for all seeds at once, compiled as one ``fxrl.compile``
+    program (its ``core.scan`` loops rolled, so compile time does not grow with the loop
+    lengths). ``compile`` is True (inductor), a backend name ("aot_eager", "eager": a
+    ``torch.compile``) or False (eager, vmapped).
     The run loop (progress bars, checkpoints) calls these instead of ``algo.init/update``.
 
     ``sweep={"lr": [1e-4, 3e-4], "ent_coef": [0.0, 0.01]}`` trains every combination of
@@ -667,9 +614,6 @@ def batched(
             return _contiguous(torch.func.vmap(algo.init)(random.split(key, num_seeds)))
 
         update = torch.func.vmap(algo.update)
-    staged = getattr(algo.update, "staged", None)
-    if compile and staged is not None:
-        return init, staged(num_seeds, compile)
     if compile is True:
         from fxrl.compile import compile as fxrl_compile
 
@@ -743,6 +687,7 @@ def train(
     num_updates: int | None = None,
     callback: Callable[[int, dict], None] | None = None,
     sweep: Mapping[str, Sequence[float]] | None = None,
+    updates_per_call: int = 1,
 ) -> tuple[Any, dict]:
     """Run ``num_updates`` iterations (default: the config's ``total_steps`` budget).
 
@@ -750,18 +695,86 @@ def train(
     ``num_seeds > 1``) and the metrics stacked per iteration ([iterations, (seeds)]).
     ``callback(i, metrics_i)`` sees each iteration's metrics as they come. ``sweep``: see
     ``batched`` (the leading dim is then combinations x seeds).
+
+    ``updates_per_call=K`` runs K updates per call of one program (``whole_training``:
+    PureJaxRL's ``make_train`` shape, no Python between them), then hands the K
+    iterations' metrics to ``callback`` one by one; ``num_updates`` must be a multiple
+    of K. Updates that write a replay buffer in place (DQN, SAC, TD3) cannot run inside a
+    rolled loop yet: for them K must be 1.
     """
     if num_updates is None:
         num_updates = max(1, algo.config.total_steps // algo.steps_per_update)
-    init, update = batched(algo, num_seeds, compile, sweep=sweep)
+    if not isinstance(updates_per_call, int) or updates_per_call < 1:
+        raise ValueError(
+            f"train: updates_per_call must be a positive int, got {updates_per_call!r}."
+        )
+    if num_updates % updates_per_call:
+        raise ValueError(
+            f"train: num_updates={num_updates} is not a multiple of "
+            f"updates_per_call={updates_per_call}. Pick num_updates (or total_steps) so "
+            "that it is."
+        )
+    init, update = (
+        batched(algo, num_seeds, compile, sweep=sweep)
+        if updates_per_call == 1
+        else whole_training(algo, updates_per_call, num_seeds, compile, sweep=sweep)
+    )
     state = init(key)
     history = []
-    for i in range(num_updates):
+    for _ in range(num_updates // updates_per_call):
         state, metrics = update(state)
-        history.append(metrics)
-        if callback is not None:
-            callback(i, metrics)
+        chunk = [metrics] if updates_per_call == 1 else tree.unstack(metrics)
+        for m in chunk:
+            history.append(m)
+            if callback is not None:
+                callback(len(history) - 1, m)
     return state, tree.stack(history)
+
+
+def whole_training(
+    algo: Algorithm,
+    num_updates: int,
+    num_seeds: int = 1,
+    compile: bool | str = True,
+    *,
+    sweep: Mapping[str, Sequence[float]] | None = None,
+) -> tuple[Callable[[Tensor], Any], Callable[[Any], tuple[Any, dict]]]:
+    """``(init, train_k)``: ``train_k(state) -> (state, metrics)`` runs ``num_updates``
+    updates of all ``num_seeds`` agents in one program, the loop over updates rolled
+    (``scan``), the metrics stacked ``[num_updates, (seeds), ...]``: PureJaxRL's
+    ``make_train`` (``jax.jit`` of a ``lax.scan`` over updates). Compiled with
+    ``fxrl.compile`` for ``compile=True``; eager (the same Python loop) for False.
+
+    An update that writes its replay buffer in place (DQN, SAC, TD3: ``update.in_place``)
+    is refused with a one-line error: inductor cannot take an in-place write to a loop's
+    carry. Call ``batched``'s update once per update for those.
+    """
+    if getattr(algo.update, "in_place", False):
+        name = type(algo.config).__module__.rsplit(".", 1)[-1]
+        raise ValueError(
+            f"whole_training: {name}'s update writes its replay buffer in place, which "
+            "cannot run inside a rolled loop over updates yet; train it one update per "
+            "call (updates_per_call=1, the default)."
+        )
+    if not isinstance(num_updates, int) or num_updates < 1:
+        raise ValueError(
+            f"whole_training: num_updates must be a positive int, got {num_updates!r}."
+        )
+    if compile not in (True, False):
+        raise ValueError(
+            f"whole_training: compile must be True (fxrl.compile) or False (eager), got "
+            f"{compile!r}."
+        )
+    init, update = batched(algo, num_seeds, False, sweep=sweep)
+
+    def train_k(state: Any) -> tuple[Any, dict]:
+        return scan(lambda s, _: update(s), state, num_updates)
+
+    if compile:
+        from fxrl.compile import compile as fxrl_compile
+
+        return init, fxrl_compile(train_k)
+    return init, train_k
 
 
 # ------------------------------------------------------------------------------ evaluation

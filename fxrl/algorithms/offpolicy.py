@@ -387,6 +387,7 @@ def make_update(
         )
         return new, metrics
 
+    update.in_place = True  # type: ignore[attr-defined]  # writes the replay storage in place
     update.learn = learn  # type: ignore[attr-defined]  # the gradient half, for train_host
     update.act = act  # type: ignore[attr-defined]  # acting with a noise state, for train_host
     return update

@@ -142,3 +142,67 @@ def test_evaluate_plays_in_gymnasiums_own_env_with_seeds_in_order():
 def test_evaluate_in_the_pure_env_gives_an_episode_return_per_episode():
     returns = core.evaluate(_constant_algo(0), None, episodes=2, gymnasium=False)
     assert returns.shape == (2,) and bool((returns > 0).all()) and bool((returns < 30).all())
+
+
+# ------------------------------------------------------------------------------ whole training
+
+_TINY_PPO = {"num_envs": 2, "num_steps": 4, "update_epochs": 1, "num_minibatches": 1,
+             "hidden": (8,), "total_steps": 48}  # fmt: skip
+
+
+def test_train_k_updates_per_call_is_k_single_updates_and_streams_every_metric():
+    from fxrl import random
+    from fxrl.algorithms import ppo
+
+    algo = ppo.make(ppo.Config(**_TINY_PPO))  # 48 steps: 6 updates of 8
+    seen: list[int] = []
+    one, m_one = core.train(algo, random.key(2), 2, compile=False)
+    three, m_three = core.train(algo, random.key(2), 2, compile=False, updates_per_call=3,
+                                callback=lambda i, m: seen.append(i))  # fmt: skip
+    assert seen == list(range(6)) and m_three["steps"].shape == (6, 2)
+    for a, b in zip(tree.leaves((three, m_three)), tree.leaves((one, m_one)), strict=True):
+        assert torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
+                                     and torch.equal(a.nan_to_num(), b.nan_to_num()))  # fmt: skip
+
+
+@pytest.mark.slow  # one compile of 3 updates x 2 seeds with every loop rolled
+def test_whole_training_compiles_k_updates_as_one_program_equal_to_k_eager_updates():
+    from fxrl import random
+    from fxrl.algorithms import ppo
+    from fxrl.testing import assert_trees_close
+
+    algo = ppo.make(ppo.Config(**_TINY_PPO))
+    init, train_k = core.whole_training(algo, 3, num_seeds=2)
+    _, update = core.batched(algo, 2, compile=False)
+    state = init(random.key(4))
+    compiled, metrics = train_k(tree.map(torch.clone, state))
+    assert len(train_k._programs) == 1 and metrics["steps"].shape == (3, 2)
+    eager, history = state, []
+    for _ in range(3):
+        eager, m = update(eager)
+        history.append(m)
+    assert_trees_close(compiled, eager, rtol=1e-4, atol=1e-5)
+    assert_trees_close(metrics, tree.stack(history), rtol=1e-4, atol=1e-5)
+
+
+def test_whole_training_refuses_an_update_that_writes_a_replay_buffer_in_place():
+    from fxrl.algorithms import dqn
+
+    with pytest.raises(ValueError, match=r"dqn's update writes its replay buffer in place") as e:
+        core.whole_training(dqn.make(dqn.Config()), 4)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"updates_per_call": 0}, "updates_per_call must be a positive int, got 0"),
+        ({"updates_per_call": 4}, "num_updates=6 is not a multiple of updates_per_call=4"),
+    ],
+)
+def test_train_names_a_bad_updates_per_call(kwargs, message):
+    from fxrl import random
+    from fxrl.algorithms import ppo
+
+    with pytest.raises(ValueError, match=message):
+        core.train(ppo.make(ppo.Config(**_TINY_PPO)), random.key(0), compile=False, **kwargs)
