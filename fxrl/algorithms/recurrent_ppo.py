@@ -180,16 +180,18 @@ class RecurrentAlgorithm(NamedTuple):
 class _Network(NamedTuple):
     """Recurrent PPO's network as its three stages, and the whole.
 
-    ``embed(p, xs [..., obs]) -> [..., h]`` (every step at once); ``core_step(p, carry,
-    (x [*B, h], is_init [*B])) -> (carry, y [*B, width])`` (one step of the core, the body
-    of the sequence loop); ``heads(p, ys [..., width]) -> (distribution, value [...])``;
+    ``embed(p, xs [..., obs]) -> [..., h]`` (every step at once); ``core_vjp(p, carry,
+    es [T, *B, h], is_init [T, *B]) -> (ys [T, *B, width], vjp_fn)`` with ``vjp_fn(d_ys)
+    -> (d_p, d_es)``: the core over the sequence and its backward (backpropagation through
+    time, ``core.scan_vjp``; the feed-forward core runs on every step at once);
+    ``heads(p, ys [..., width]) -> (distribution, value [...])``;
     ``apply(net, xs [T, *B, obs], carry, is_init [T, *B]) -> (head [T, *B, out], value
     [T, *B], carry)``: the three in a row (``p``: ``net``'s entry of each stage)."""
 
     init: Any
     apply: Any
     embed: Any
-    core_step: Any
+    core_vjp: Any
     heads: Any
     initial_carry: Any
 
@@ -222,10 +224,20 @@ def _network(config: Config, obs_dim: int, out_dim: int) -> _Network:
         }
 
     def core_step(p: dict, carry: Any, x: tuple[Tensor, Tensor]) -> tuple[Any, Tensor]:
-        if cell is not None:  # the feed-forward baseline: the carry passes through
-            return carry, cell.apply(p, x[0])
-        y, carry = rnn.step(p, x[0], carry, x[1])
+        y, carry = rnn.step(p, x[0], carry, x[1])  # x: (embedding, is_init) of one step
         return carry, y
+
+    def core_vjp(p: dict, carry: Any, es: Tensor, is_init: Tensor) -> tuple[Tensor, Any]:
+        if cell is not None:  # the feed-forward baseline: no carry, every step at once
+            ys, pull = torch.func.vjp(cell.apply, p, es)
+            return ys, pull
+        _, ys, pull_seq = core.scan_vjp(core_step, p, carry, (es, is_init))
+
+        def pull(d_ys: Tensor) -> tuple[dict, Tensor]:
+            d_p, _, (d_es, _) = pull_seq(None, d_ys)
+            return d_p, d_es
+
+        return ys, pull
 
     def heads(p: dict, ys: Tensor) -> tuple[Any, Tensor]:
         head = actor.apply(p["actor"], ys)
@@ -240,7 +252,7 @@ def _network(config: Config, obs_dim: int, out_dim: int) -> _Network:
         value = critic.apply(net["critic"], ys).squeeze(-1)
         return actor.apply(net["actor"], ys), value, carry
 
-    return _Network(init, apply, embed.apply, core_step, heads, rnn.initial_carry)
+    return _Network(init, apply, embed.apply, core_vjp, heads, rnn.initial_carry)
 
 
 def _distribution(head: Tensor) -> Any:
@@ -342,7 +354,7 @@ def make(config: Config) -> RecurrentAlgorithm:
         (a loop over the sequence) and the heads; backward through them in reverse, the
         core by ``core.scan_vjp`` (backpropagation through time in a rolled loop)."""
         e, embed_vjp = torch.func.vjp(lambda p_: net.embed(p_, seq["obs"]), p["embed"])
-        _, ys, core_vjp = core.scan_vjp(net.core_step, p["core"], carry, (e, seq["is_init"]))
+        ys, core_vjp = net.core_vjp(p["core"], carry, e, seq["is_init"])
 
         def heads_loss(heads_p: dict, ys_: Tensor) -> tuple[Tensor, dict]:
             return onpolicy.clipped_loss(net.heads, heads_p, {**seq, "obs": ys_}, config)
@@ -350,7 +362,7 @@ def make(config: Config) -> RecurrentAlgorithm:
         heads_p = {"actor": p["actor"], "critic": p["critic"]}
         grad_heads = torch.func.grad(heads_loss, argnums=(0, 1), has_aux=True)
         (g_heads, d_ys), metrics = grad_heads(heads_p, ys)
-        g_core, _, (d_e, _) = core_vjp(None, d_ys)
+        g_core, d_e = core_vjp(d_ys)
         (g_embed,) = embed_vjp(d_e)
         return {"embed": g_embed, "core": g_core, **g_heads}, metrics
 
