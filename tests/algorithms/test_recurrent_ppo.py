@@ -14,6 +14,7 @@ from fxrl.testing import assert_trees_close
 
 SMALL = {"num_envs": 4, "num_steps": 8, "num_minibatches": 2, "update_epochs": 2, "total_steps": 64}
 LEARN_STEPS = 64 * 512  # the slow learning tests' budget (64 default updates)
+LEARN = {"total_steps": LEARN_STEPS, "anneal_lr": False}
 
 
 # ----------------------------------------------------------------------------- config
@@ -102,11 +103,12 @@ def test_vmap_over_two_seeds_equals_a_loop():
 
 @pytest.fixture(scope="module")
 def compiled_gru():
-    """core.batched's compiled update for two seeds (one fxrl.compile program), its algo,
-    and its first call's input and output (shared: one compile)."""
-    algo = rp.make(rp.Config(cell="gru", **SMALL))
+    """core.batched's compiled update for two seeds (one fxrl.compile program) in the
+    learning tests' config, its algo, and its first call's input and output: one compile
+    for the compiled-vs-eager test and the learning run below."""
+    algo = rp.make(rp.Config(cell="gru", **LEARN))
     init, update = core.batched(algo, 2, compile=True)
-    states = init(random.key(8))
+    states = init(random.key(0))
     return algo, update, states, update(states)
 
 
@@ -126,8 +128,7 @@ def test_the_compiled_update_for_several_seeds_equals_the_eager_one(compiled_gru
 def _loop_shape(num_steps):
     """The traced update's rolled loops (scan nodes) and the op count of every graph."""
     algo = rp.make(rp.Config(cell="gru", **{**SMALL, "num_steps": num_steps}))
-    states = torch.func.vmap(algo.init)(random.split(random.key(0), 2))
-    gm = trace(torch.func.vmap(algo.update), states)
+    gm = trace(algo.update, algo.init(random.key(0)))
     graphs = [m for _, m in gm.named_modules() if isinstance(m, torch.fx.GraphModule)]
     scans = sum(n.target is torch.ops.higher_order.scan for g in graphs for n in g.graph.nodes)
     return scans, sorted(len(g.graph.nodes) for g in graphs)
@@ -218,22 +219,24 @@ def test_onnx_policy_over_masked_cartpole_episodes_picks_the_eager_actions(cell,
 
 
 @pytest.fixture(scope="module")
-def trained():
-    """GRU and feed-forward agents on masked CartPole, one seed each, a small budget: 64
-    updates of 512 steps, lr held at 1e-3 (the recorded run's lr over this stretch). In
-    that run (docs/results/recurrent_ppo_masked_cartpole.md) every GRU seed was at 96-188
-    by its 60th update and every feed-forward seed at 46-51."""
-    from fxrl.algorithms import core
-
-    out = {}
-    for cell in ("gru", "mlp"):
-        algo = rp.make(rp.Config(cell=cell, total_steps=LEARN_STEPS, anneal_lr=False))
-        state, metrics = core.train(algo, random.key(0), 1, compile=False)
-        out[cell] = (algo, state, metrics)
+def trained(compiled_gru):
+    """GRU and feed-forward agents on masked CartPole, a small budget: 64 updates of 512
+    steps, lr held at 1e-3 (the recorded run's lr over this stretch). The GRU: two seeds,
+    the compiled update above; the feed-forward core: one seed, eager. In the recorded
+    run (docs/results/recurrent_ppo_masked_cartpole.md) every GRU seed was at 96-188 by
+    its 60th update and every feed-forward seed at 46-51."""
+    algo, update, _, (state, first) = compiled_gru
+    history = [first]
+    for _ in range(LEARN_STEPS // algo.steps_per_update - 1):
+        state, metrics = update(state)
+        history.append(metrics)
+    out = {"gru": (algo, state, tree.stack(history))}
+    mlp = rp.make(rp.Config(cell="mlp", **LEARN))
+    out["mlp"] = (mlp, *core.train(mlp, random.key(0), 1, compile=False))
     return out
 
 
-@pytest.mark.slow  # eager training, 2 cells x 64 updates: 80 s with 1 thread (loaded machine)
+@pytest.mark.slow  # 64 updates each: the compiled GRU (2 seeds), the eager feed-forward core
 def test_recurrent_beats_feed_forward_on_masked_cartpole_on_a_small_budget(trained):
     late = {c: m["episode_return"][-10:].nanmean().item() for c, (_, _, m) in trained.items()}
     assert late["gru"] > 1.5 * late["mlp"], late
@@ -244,5 +247,6 @@ def test_trained_onnx_policy_over_a_whole_masked_cartpole_episode_picks_the_eage
     trained, tmp_path
 ):
     algo, state, _ = trained["gru"]
-    lengths = _onnx_matches_eager(algo, state.params, tmp_path, seeds=[3], max_steps=500)
+    params = tree.index(state.params, 0)  # seed 0 of the two
+    lengths = _onnx_matches_eager(algo, params, tmp_path, seeds=[3], max_steps=500)
     assert lengths[0] > 30  # a trained policy: a real episode, not a few steps
