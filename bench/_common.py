@@ -79,6 +79,22 @@ def _seconds(run: Callable[[], object], self_timed: bool) -> float:
     return float(out) if self_timed else time.perf_counter() - start  # type: ignore[arg-type]
 
 
+def one_core_jax(env: dict[str, str], threads: int) -> Callable[[], None] | None:
+    """For ``threads == 1``: set ``env``'s XLA flags so that XLA's CPU backend computes
+    on one thread (``--xla_cpu_multi_thread_eigen=false``) and return a ``preexec_fn``
+    pinning the JAX subprocess to one core, as torch runs on one thread. (The flag pair
+    used before, with ``intra_op_parallelism_threads=1``, deadlocked jax 0.10.2 inside
+    ``block_until_ready`` on PureJaxRL's MinAtar runs of 500k steps: the process sat
+    idle; without it they finish.) ``None`` for several threads: nothing changed."""
+    if threads != 1:
+        return None
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false".strip()
+    import os
+
+    core = min(os.sched_getaffinity(0))
+    return lambda: os.sched_setaffinity(0, {core})
+
+
 def torch_mlp(
     sizes: Sequence[int], activation: type[torch.nn.Module] = torch.nn.ReLU
 ) -> torch.nn.Sequential:

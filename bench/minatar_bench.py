@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import cpu_model, measure  # bench/_common.py
+from _common import cpu_model, measure, one_core_jax  # bench/_common.py
 
 from fxrl import envs, random
 from fxrl.compile import compile as fxrl_compile
@@ -157,15 +157,14 @@ class GymnaxRunner:
 
     def __init__(self, python: str, env_id: str, num_envs: int, steps: int, threads: int):
         env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-        if threads == 1:
-            flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flags).strip()
+        one_core = one_core_jax(env, threads)  # XLA on one thread and core, as torch
         self.proc = subprocess.Popen(
             [python, "-c", GYMNAX, env_id, str(num_envs), str(steps)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             env=env,
+            preexec_fn=one_core,
         )
         first = self.proc.stdout.readline()
         if not first:

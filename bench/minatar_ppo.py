@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import cpu_model  # bench/_common.py
+from _common import cpu_model, one_core_jax  # bench/_common.py
 
 ROOT = Path(__file__).resolve().parents[1]
 GAMES = ("Breakout-MinAtar", "SpaceInvaders-MinAtar")
@@ -240,12 +240,10 @@ def run_purejaxrl(args: argparse.Namespace, game: str) -> tuple[dict, dict]:
         episodes=args.eval_episodes, max_steps=args.eval_max_steps,
     )  # fmt: skip
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    if args.threads == 1:  # XLA's CPU backend on one thread, as torch
-        flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
+    one_core = one_core_jax(env, args.threads)  # XLA on one thread and core, as torch
     _log(f"purejaxrl {game}: compiling and training {args.seeds} seeds x {args.total_steps}")
     proc = subprocess.run([args.jax_python, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env=env)  # fmt: skip
+                          text=True, env=env, preexec_fn=one_core)  # fmt: skip
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
         raise SystemExit(f"minatar_ppo: PureJaxRL on {game} exited with {proc.returncode}: "
