@@ -16,7 +16,10 @@ One ``update``: a rollout of ``num_steps`` from the carry the previous update en
 (stored in the TrainState, with the flags saying which envs start a new episode), GAE,
 then ``update_epochs`` passes over minibatches of whole env sequences (split over envs,
 never over time), each re-run through the core from its stored starting carry with the
-``is_init`` resets inside. ``cell="mlp"`` swaps the core for a dense layer that ignores
+``is_init`` resets inside and differentiated back through time by ``core.scan_vjp``.
+Every loop is a ``core.scan`` (the sequence loop's forward and backward inside the
+gradient steps' loop), so ``fxrl.compile`` makes the update one program whose size does
+not depend on ``num_steps``. ``cell="mlp"`` swaps the core for a dense layer that ignores
 the carry: the feed-forward baseline, with the same torso, heads and call shape.
 
 ``mask_velocity=True`` trains on the env seen through ``transforms.select`` (positions
