@@ -227,18 +227,25 @@ def _network(config: Config, obs_dim: int, out_dim: int) -> _Network:
         }
 
     def core_step(p: dict, carry: Any, x: tuple[Tensor, Tensor]) -> tuple[Any, Tensor]:
-        y, carry = rnn.step(p, x[0], carry, x[1])  # x: (embedding, is_init) of one step
+        y, carry = rnn.cell(p, x[0], carry, x[1])  # x: (input projection, is_init) of a step
         return carry, y
 
     def core_vjp(p: dict, carry: Any, es: Tensor, is_init: Tensor) -> tuple[Tensor, Any]:
         if cell is not None:  # the feed-forward baseline: no carry, every step at once
             ys, pull = torch.func.vjp(cell.apply, p, es)
             return ys, pull
-        _, ys, pull_seq = core.scan_vjp(core_step, p, carry, (es, is_init))
+        # the input projections of every step at once; the loop runs the recurrence only
+        layer = p["layers"][0]
+        p_in = {"layers": [{k: layer[k] for k in ("w_ih", "b_ih")}]}
+        p_rec = {"layers": [{k: layer[k] for k in ("w_hh", "b_hh")}]}
+        gx, project_vjp = torch.func.vjp(rnn.project, p_in, es)
+        _, ys, seq_vjp = core.scan_vjp(core_step, p_rec, carry, (gx, is_init))
 
         def pull(d_ys: Tensor) -> tuple[dict, Tensor]:
-            d_p, _, (d_es, _) = pull_seq(None, d_ys)
-            return d_p, d_es
+            d_rec, _, (d_gx, _) = seq_vjp(None, d_ys)
+            d_in, d_es = project_vjp(d_gx)
+            grads = {**d_in["layers"][0], **d_rec["layers"][0]}
+            return {"layers": [{k: grads[k] for k in layer}]}, d_es
 
         return ys, pull
 

@@ -1,9 +1,15 @@
 """LSTM and GRU as pure functions, with episode resets inside a sequence.
 
-``lstm(...)`` and ``gru(...)`` return a ``Recurrent(init, apply, step, initial_carry)``:
+``lstm(...)`` and ``gru(...)`` return a ``Recurrent(init, apply, step, initial_carry,
+project, cell)``:
 
     ys, carry = model.apply(params, xs, carry, is_init)   # xs [T, *B, in] -> ys [T, *B, H]
     y, carry = model.step(params, x, carry, is_init)      # x [*B, in]     -> y [*B, H]
+
+A one-layer model also splits a step in two, for a loop written by hand (such as
+backpropagation through time with ``core.scan_vjp``): ``gx = model.project(params, xs)``
+computes the input projections of every step at once, and ``y, carry =
+model.cell(params, gx[t], carry, is_init[t])`` is the rest of step ``t``.
 
 ``is_init[t]`` is True where observation ``t`` starts an episode: the carry is reset to
 zeros there (``torch.where``, no Python branching), so one call runs over several episodes
@@ -48,12 +54,19 @@ class Recurrent(NamedTuple):
         (ys [T, *B, hidden], carry)``; ``carry=None`` starts from zeros.
       step: ``step(params, x [*B, in], carry=None, is_init=None [*B]) -> (y [*B, hidden], carry)``.
       initial_carry: ``initial_carry(batch_shape=()) -> carry`` of zeros.
+      project: ``project(params, xs [..., in]) -> gx [..., gates * hidden]``: the input
+        projections (``x @ w_ih.T + b_ih``) of a one-layer model, all steps at once.
+      cell: ``cell(params, gx [*B, gates * hidden], carry, is_init=None [*B]) -> (y [*B,
+        hidden], carry)``: the rest of one step of a one-layer model; ``step(params, x,
+        carry, is_init)`` equals ``cell(params, project(params, x), carry, is_init)``.
     """
 
     init: Callable[[torch.Tensor], Params]
     apply: Callable[..., tuple[torch.Tensor, Carry]]
     step: Callable[..., tuple[torch.Tensor, Carry]]
     initial_carry: Callable[..., Carry]
+    project: Callable[..., torch.Tensor]
+    cell: Callable[..., tuple[torch.Tensor, Carry]]
 
 
 def _lstm_cell(
@@ -154,7 +167,36 @@ def _make(
         )
         return ys[0], carry
 
-    return Recurrent(init, apply, step, initial_carry)
+    def one_layer(params: Params, what: str) -> Params:
+        if num_layers != 1:
+            raise ValueError(
+                f"{kind}.{what}: only a one-layer model splits a step into project and "
+                f"cell; this one has num_layers={num_layers}. Use step or apply."
+            )
+        check_params(kind, params, ("layers",))
+        return params["layers"][0]
+
+    def project(params: Params, xs: torch.Tensor) -> torch.Tensor:
+        p = one_layer(params, "project")
+        return F.linear(xs, p["w_ih"], p["b_ih"])
+
+    def cell(
+        params: Params, gx: torch.Tensor, carry: Carry, is_init: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, Carry]:
+        p = one_layer(params, "cell")
+        h = carry.h[..., 0, :] if kind == "lstm" else carry[..., 0, :]
+        c = carry.c[..., 0, :] if kind == "lstm" else None
+        if is_init is not None:
+            reset = is_init.unsqueeze(-1)
+            h = torch.where(reset, torch.zeros_like(h), h)
+            c = torch.where(reset, torch.zeros_like(c), c) if c is not None else None
+        if c is not None:
+            h, c = _lstm_cell(gx, h, c, p)
+            return h, LSTMCarry(h.unsqueeze(-2), c.unsqueeze(-2))
+        h = _gru_cell(gx, h, p)
+        return h, h.unsqueeze(-2)
+
+    return Recurrent(init, apply, step, initial_carry, project, cell)
 
 
 def _check(kind: str, params: Params, xs: torch.Tensor, num_layers: int) -> list[Params]:

@@ -4,6 +4,7 @@ another loop, the program does not grow with the length. Compiled and vmapped (a
 a loop, lowered by inductor) it is checked against eager through recurrent PPO's update
 (tests/algorithms/test_recurrent_ppo.py), which is built on it."""
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,3 +137,20 @@ def test_the_loops_stay_rolled_whatever_the_length():
     short, long = shape(4), shape(64)
     assert short[0] == 3
     assert short == long
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_project_then_cell_is_a_step(kind):
+    # The split recurrent PPO's loop runs (input projections of all steps at once, the
+    # recurrence in the loop) gives model.step's numbers, resets included.
+    model, params, carry, xs, is_init, _, _ = _problem(kind, 3, 5, 3, 2, 4, 1, reset_p=0.5)
+    gx = model.project(params, xs)
+    c_step, c_cell = carry, carry
+    for t in range(5):
+        y_step, c_step = model.step(params, xs[t], c_step, is_init[t])
+        y_cell, c_cell = model.cell(params, gx[t], c_cell, is_init[t])
+        assert torch.equal(y_step, y_cell)
+        assert_trees_close(c_cell, c_step, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"gru.cell: only a one-layer model .*num_layers=2"):
+        two = nn.gru(2, 4, 2)
+        two.cell(two.init(random.key(0)), gx[0], two.initial_carry((3,)))
