@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from _offpolicy import LEARN, compiled_and_eager
 
 from fxrl import objectives, random, tree
 from fxrl.algorithms import core, sac
@@ -148,23 +149,12 @@ def test_fixed_temperature_keeps_alpha_and_has_no_log_alpha():
     assert float(m["alpha"][-1]) == pytest.approx(0.2)
 
 
-# The learning test's settings: the compiled-vs-eager test compiles the same program, which
-# the learning test then loads from inductor's on-disk cache instead of compiling again.
-LEARN = {"num_envs": 4, "num_steps": 2, "gradient_steps": 8, "total_steps": 6_400,
-         "learning_starts": 400, "hidden": (64, 64), "batch_size": 128}  # fmt: skip
-
-
 @pytest.mark.slow  # compiles the whole update: ~45 s cold on a quiet 2-core machine
 @pytest.mark.parametrize("num_seeds", [1, 2])
 def test_the_compiled_update_is_one_program_equal_to_the_eager_update(num_seeds):
-    algo = sac.make(sac.Config(**LEARN))
-    init, update = core.batched(algo, num_seeds, compile=True)
-    _, eager_update = core.batched(algo, num_seeds, compile=False)
-    state = init(random.key(5))
-    for _ in range(50):  # 400 env steps: the last of these updates learned
-        state, _ = update(state)
-    eager, m_eager = eager_update(tree.map(torch.clone, state))
-    compiled, m_compiled = update(tree.map(torch.clone, state))
+    update, (compiled, m_compiled), (eager, m_eager) = compiled_and_eager(
+        sac.make(sac.Config(**LEARN)), num_seeds
+    )
     assert len(update._programs) == 1  # one program: no staged pieces around it
     assert (compiled.gradient_steps == 16).all()
     assert_trees_close(compiled.params, eager.params, rtol=1e-4, atol=1e-5)

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from _offpolicy import LEARN, compiled_and_eager
 
 from fxrl import buffers, nn, random, tree
 from fxrl.algorithms import core, td3
@@ -240,24 +241,13 @@ def test_train_host_carries_ou_noise_through_the_collector_and_restarts_it_each_
     assert torch.equal(state.noise.noise, torch.zeros(n, 1))  # the last step ended episodes
 
 
-# The learning test's settings: the compiled-vs-eager test compiles the same program, which
-# the learning test then loads from inductor's on-disk cache instead of compiling again.
-LEARN = {"num_envs": 4, "num_steps": 2, "gradient_steps": 8, "total_steps": 6_400,
-         "learning_starts": 400, "hidden": (64, 64), "batch_size": 128}  # fmt: skip
-
-
 @pytest.mark.slow  # compiles the whole update: ~45 s cold on a quiet 2-core machine
 def test_the_compiled_update_is_one_program_equal_to_the_eager_update_with_ou_noise():
     # two seeds vmapped, OU noise carried in the state: the whole update, delayed actor
     # steps and all, compiled as one program, against the same update run eagerly
-    algo = td3.make(td3.Config(**LEARN, noise_type="ou"))
-    init, update = core.batched(algo, 2, compile=True)
-    _, eager_update = core.batched(algo, 2, compile=False)
-    state = init(random.key(5))
-    for _ in range(50):  # 400 env steps: the last of these updates learned
-        state, _ = update(state)
-    eager, m_eager = eager_update(tree.map(torch.clone, state))
-    compiled, m_compiled = update(tree.map(torch.clone, state))
+    update, (compiled, m_compiled), (eager, m_eager) = compiled_and_eager(
+        td3.make(td3.Config(**LEARN, noise_type="ou")), 2
+    )
     assert len(update._programs) == 1  # one program: no staged pieces around it
     assert (compiled.gradient_steps == 16).all()
     assert_trees_close(compiled.params, eager.params, rtol=1e-4, atol=1e-5)
