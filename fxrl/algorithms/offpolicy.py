@@ -185,11 +185,8 @@ def greedy_or_noisy(
 
 
 def split(key: Tensor, num: int) -> list[Tensor]:
-    """``num`` keys from ``key``, each a dense copy: a compiled piece called again with
-    its own key output sees the strides it was compiled for (a view into the split would
-    have other strides: a recompile)."""
-    keys = random.split(key, num)
-    return [k.clone(memory_format=torch.contiguous_format) for k in keys.unbind(-2)]
+    """``num`` keys from ``key``, as a list."""
+    return list(random.split(key, num).unbind(-2))
 
 
 def transitions(traj: dict[str, Tensor], n_step: int = 1, gamma: float = 0.99) -> dict:
@@ -221,15 +218,6 @@ def sample_uniform(batch_size: int) -> Callable[[Any, Tensor], tuple[dict, Tenso
         return batch, k_learn
 
     return sample
-
-
-def _own_memory(state: Any, key: Tensor) -> Any:
-    """Every leaf copied so that it depends on ``key``. Under ``vmap(init)`` a tensor made
-    from nothing batched (the empty replay storage) comes out as a stride-0 expand over
-    seeds, which the buffer's in-place writes refuse; tied to the key, it is a real
-    [num_seeds, ...] tensor."""
-    always = key[..., 0] == key[..., 0]
-    return tree.map(lambda x: torch.where(always, x, x).contiguous(), state)
 
 
 def init_state(
@@ -268,10 +256,9 @@ def init_state(
     zero = torch.zeros((), dtype=torch.int64)
     obs = ts.info["next_obs"]
     noise = {} if noise is None else noise
-    state = TrainState(
+    return TrainState(
         params, target, opt_state, env_state, obs, noise, buffer, state_key, zero, zero
     )
-    return _own_memory(state, env_key)
 
 
 # ------------------------------------------------------------------------------ update

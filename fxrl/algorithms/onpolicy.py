@@ -102,11 +102,9 @@ def make_optimizer(
 
 
 def split_key(key: Tensor) -> tuple[Tensor, Tensor]:
-    """``random.split(key)`` as two dense [2] keys. A piece compiled on its own and called
-    again with its own key output sees the strides it was compiled for (a view into the
-    split would have others, and recompile)."""
-    keys = random.split(key).clone(memory_format=torch.contiguous_format)
-    return keys[..., 0, :].clone(), keys[..., 1, :].clone()
+    """``random.split(key)`` as a pair: (the key to carry on, a key to use now)."""
+    carry, use = random.split(key).unbind(-2)
+    return carry, use
 
 
 def step_record(ts: TimeStep) -> dict[str, Tensor]:

@@ -316,9 +316,8 @@ def make(config: Config) -> RecurrentAlgorithm:
         k_net, k_env, k_state = random.split(key, 3).unbind(-2)
         params = {"net": net.init(k_net)}
         env_state, ts = benv.reset(k_env)
-        # Carry and flags made from the observations, so a vmapped init batches them too.
-        carry = tree.map(lambda z: z + ts.obs[:, :1, None] * 0, initial_carry((n,)))
-        is_init = ts.obs[:, 0] == ts.obs[:, 0]
+        carry = initial_carry((n,))
+        is_init = torch.ones(n, dtype=torch.bool)
         zero = torch.zeros((), dtype=torch.int64)
         opt_state = opt.init(params["net"])
         return TrainState(params, opt_state, env_state, ts.obs, carry, is_init, k_state, zero, zero)

@@ -181,7 +181,7 @@ def train(
 
     Returns ``(state, metrics)``: the final TrainState (leading [num_seeds] dim when
     ``num_seeds > 1``) and each metric stacked per iteration ``[iterations, (seeds)]``.
-    ``compile``: True (the env step and the gradient step compiled by ``fxrl.compile``),
+    ``compile``: True (the whole update one ``fxrl.compile`` program, its loops rolled),
     a backend name, or False (eager).
     """
     return core.train(make(config), key, num_seeds, compile=compile, callback=callback)

@@ -66,7 +66,8 @@ def init(
         trees and episode flags stay in memory).
       path: the directory for ``storage="memmap"``.
     Returns:
-      A ``Buffer`` (a pytree).
+      A ``Buffer`` (a pytree). Under ``vmap(init)`` every array of it is batched wherever
+      some leaf of ``example`` is, so each seed owns its storage.
     """
     capacity = int_arg("init", "capacity", capacity, minimum=1)
     named = tree.flatten_with_paths(example)
@@ -88,7 +89,7 @@ def init(
             f"{frame_stack}; a frame-stacked buffer needs capacity >= frame_stack."
         )
     stored = frames.stored_example(example, frame_stack) if frame_stack else example
-    device = tree.leaves(example)[0].device if named else None
+    like = _batched_zero(tree.leaves(example))
     if storage == "memmap":
         leaves = [
             _memmap(path, name, capacity, x)
@@ -96,19 +97,17 @@ def init(
         ]
         store = tree.unflatten(tree.structure(stored), leaves)
     else:
-        store = tree.map(
-            lambda x: torch.zeros((capacity, *x.shape), dtype=x.dtype, device=x.device), stored
-        )
-    sums, mins = sumtree.empty(capacity, device) if prioritized else ((), ())
-    zero = torch.zeros((), dtype=torch.int64, device=device)
+        store = tree.map(lambda x: like.new_zeros((capacity, *x.shape), dtype=x.dtype), stored)
+    sums, mins = sumtree.empty(capacity, like=like) if prioritized else ((), ())
+    zero = like.new_zeros((), dtype=torch.int64)
     return Buffer(
         storage=store,
         cursor=zero,
         size=zero.clone(),
-        episode_start=torch.zeros(capacity, dtype=torch.bool, device=device),
+        episode_start=like.new_zeros(capacity, dtype=torch.bool),
         sums=sums,
         mins=mins,
-        max_priority=torch.ones((), dtype=torch.float64, device=device),
+        max_priority=like.new_ones((), dtype=torch.float64),
         capacity=capacity,
         prioritized=bool(prioritized),
         alpha=float(alpha),
@@ -117,6 +116,20 @@ def init(
         frame_stack=int(frame_stack),
         shapes=tuple(tuple(x.shape) for x in tree.leaves(example)),
     )
+
+
+def _batched_zero(leaves: list[Tensor]) -> Tensor:
+    """A float32 zero ``[]`` on the example's device, batched at every vmap level at which
+    some leaf is. The buffer's arrays are made from it (``new_zeros``), so that under
+    ``vmap(init)`` each seed owns its storage (``add`` writes in place), even where one
+    leaf (an action spec's zeros) is not batched; a stride-0 expansion would make every
+    seed write into one shared array."""
+    if not leaves:
+        return torch.zeros(())
+    zero = torch.zeros((), device=leaves[0].device)
+    for x in leaves:
+        zero = zero + torch.zeros_like(x.reshape(-1)[:1], dtype=torch.float32).sum()
+    return zero
 
 
 def _memmap(path: str, name: str, capacity: int, x: Tensor) -> Tensor:

@@ -115,8 +115,9 @@ def _make(
         return {"layers": layers}
 
     def initial_carry(batch_shape: tuple[int, ...] = ()) -> Carry:
-        zeros = torch.zeros(*batch_shape, num_layers, hidden_size, dtype=dtype)
-        return LSTMCarry(zeros, zeros) if kind == "lstm" else zeros
+        shape = (*batch_shape, num_layers, hidden_size)
+        zeros = torch.zeros(shape, dtype=dtype)
+        return LSTMCarry(zeros, torch.zeros(shape, dtype=dtype)) if kind == "lstm" else zeros
 
     def apply(
         params: Params, xs: torch.Tensor, carry: Carry = None, is_init: torch.Tensor | None = None

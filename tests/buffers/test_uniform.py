@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fxrl import buffers, random, tree
-from fxrl.testing import keys
+from fxrl.testing import assert_trees_close, keys
 
 
 def example():
@@ -102,6 +102,27 @@ def test_vmapped_add_and_sample_over_seeds_equal_a_loop():
         assert torch.equal(vbufs.storage["action"][s], one.storage["action"])
         assert torch.equal(vinfo["index"][s], info["index"])
         assert torch.equal(vbatch["obs"][s], batch["obs"])
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_vmapped_init_gives_every_seed_its_own_storage_even_for_unbatched_leaves(prioritized):
+    # Under vmap(init) only "reward" is batched here (it comes from the seed); the other
+    # leaves are constants. Every array must still be one per seed: add writes in place,
+    # and a storage shared across seeds would mix their transitions.
+    seeds = 3
+
+    def init(seed_reward):
+        return buffers.init({**example(), "reward": seed_reward}, 16, prioritized=prioritized)
+
+    bufs = torch.func.vmap(init)(torch.zeros(seeds))
+    for leaf in tree.leaves(bufs):
+        assert leaf.shape[0] == seeds and leaf.stride(0) != 0
+    batches = tree.stack([numbered(10 * s, 7) for s in range(seeds)])
+    bufs = torch.func.vmap(buffers.add)(bufs, batches)
+    for s in range(seeds):
+        one = buffers.add(buffers.init(example(), 16, prioritized=prioritized), numbered(10 * s, 7))
+        assert_trees_close(tree.index(bufs.storage, s), one.storage, rtol=0, atol=0)
+        assert torch.equal(bufs.size[s], one.size)
 
 
 def test_add_rejects_a_batch_with_a_wrong_dtype_naming_the_path_and_both():
