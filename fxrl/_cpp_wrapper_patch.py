@@ -1,0 +1,133 @@
+"""Scoped fixes for inductor's C++ wrapper on programs holding a loop (torch 2.13).
+
+Inductor lowers a rolled loop (``scan``) to a ``while_loop``. Its C++ wrapper
+(``CppWrapperCpu`` in torch/_inductor/codegen/cpp_wrapper_cpu.py) writes the loop
+inline; two bugs there stop a PPO update or a loop over a vmapped input from working:
+
+1. "A buffer declared twice" (g++: ``conflicting declaration 'auto buf52'``).
+   ``ir.WhileLoop.create`` (torch/_inductor/ir.py) records each carried buffer the loop
+   updates in place as a ``MutationOutput`` that, unlike every other one, keeps the
+   mutated buffer's real layout instead of a ``NoneLayout``. The scheduler's
+   ``decide_inplace_update`` refuses in-place reuse of a ``NoneLayout`` input only, so
+   a kernel after the loop may take the loop's mutation output (``buf52``, the loop's
+   version of ``buf5``) over as its own output's storage, and the wrapper allocates
+   ``buf52`` for it. The Python wrapper just rebinds a variable; the C++ wrapper's
+   ``codegen_while_loop`` has already declared ``RAIIAtenTensorHandle buf52`` for the
+   loop's carried output, so the second ``auto buf52 = ...`` does not compile.
+   Fix: ``can_reuse`` answers False for a ``MutationOutput``. It names the mutated
+   buffer and has no storage of its own, so no kernel takes it over and nothing is
+   allocated under its name; that kernel allocates its output instead (no change in
+   the values).
+
+2. A use after free (a segmentation fault on the first call). ``codegen_while_loop``
+   writes each of the loop's read-only extra inputs as one C++ expression and pastes
+   it into every iteration's condition and body. For an input seen through a view
+   with its own layout (an input of the program under vmap, say) that expression is
+   ``RAIIAtenTensorHandle(tmp_arg0_1_0)``: a temporary that frees the handle
+   ``tmp_arg0_1_0`` when the statement ends, so the second use reads a freed handle.
+   Fix: before the loop each extra input is bound once to a named handle (an alias of
+   the same tensor, no copy), and the loop reads that name.
+
+The fixes are applied only while ``fxrl.compile`` compiles with ``cpp_wrapper=True``,
+only on the C++ wrapper class, and only on torch 2.13 (the version read for them). On
+any other version ``patched()`` does nothing, so ``cpp_wrapper`` behaves as that
+torch's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+PATCHED_TORCH = "2.13."  # the torch release whose inductor this patch was written for
+VERSION = 1  # in the FX graph cache key of the programs built with these fixes
+
+_lock = threading.Lock()
+_depth = 0
+_saved: dict[str, Any] = {}  # the methods patched over, as the class resolves them
+_own: dict[str, Any] = {}  # the class's own attributes (None: inherited)
+
+
+def applies() -> bool:
+    """Whether this torch is the one the patch was written for."""
+    return torch.__version__.startswith(PATCHED_TORCH)
+
+
+class _Named:
+    """A loop input already bound to a C++ variable: its reference is that name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def codegen_reference(self, writer: Any = None) -> str:
+        return self.name
+
+
+def _can_reuse(self: Any, input_buffer: Any, output_buffer: Any = None) -> bool:
+    from torch._inductor import ir
+    from torch._inductor.scheduler import SchedulerBuffer
+
+    node = input_buffer.node if isinstance(input_buffer, SchedulerBuffer) else input_buffer
+    if isinstance(node, ir.MutationOutput):  # fix 1
+        return False
+    return _saved["can_reuse"](self, input_buffer, output_buffer)
+
+
+def _codegen_while_loop(self: Any, while_loop: Any, stack_output: bool = False) -> None:
+    extra = while_loop.additional_inputs
+    named = []
+    for i, buf in enumerate(extra):  # fix 2: each extra input bound once, before the loop
+        name = f"{while_loop.get_name()}_extra_input_{i}"
+        self.writeline(f"AtenTensorHandle {name}_handle;")
+        self.writeline(
+            "AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_assign_tensors_out("
+            f"{buf.codegen_reference()}, &{name}_handle));"
+        )
+        self.writeline(f"RAIIAtenTensorHandle {name}({name}_handle);")
+        named.append(_Named(name))
+    while_loop.additional_inputs = named
+    try:
+        _saved["codegen_while_loop"](self, while_loop, stack_output)
+    finally:
+        while_loop.additional_inputs = extra
+
+
+_PATCHES = {"can_reuse": _can_reuse, "codegen_while_loop": _codegen_while_loop}
+
+
+@contextlib.contextmanager
+def patched() -> Iterator[None]:
+    """Inside this block, inductor's C++ wrapper compiles programs holding a loop.
+    Nested and concurrent uses are counted; the class is restored when the last exits."""
+    global _depth
+    if not applies():
+        yield
+        return
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+
+    with _lock:
+        if _depth == 0:
+            for k, fn in _PATCHES.items():
+                _own[k] = CppWrapperCpu.__dict__.get(k)  # None: inherited
+                _saved[k] = getattr(CppWrapperCpu, k)
+                setattr(CppWrapperCpu, k, fn)
+        _depth += 1
+    # Programs built with the fixes get their own key in inductor's FX graph cache, so
+    # one compiled without them (by an earlier fxrl or a plain torch) is never loaded.
+    tag = f"{torch.compiler.config.cache_key_tag}|fxrl_cpp_wrapper_patch={VERSION}"
+    try:
+        with torch.compiler.config.patch(cache_key_tag=tag):
+            yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for k in _PATCHES:
+                    if _own[k] is None:
+                        delattr(CppWrapperCpu, k)
+                    else:
+                        setattr(CppWrapperCpu, k, _own[k])
