@@ -21,7 +21,7 @@ is needed: the output depends only on the input leaves. So ``fxrl.compile``
   ``realize_reads_threshold=1`` stores a value read by several consumers instead of
   inlining it into each, which keeps Threefry's 20 rounds from growing into huge loop
   bodies (the batched CartPole step: 5 s of compile CPU instead of 28 s); on the CPU
-  ``cpp_wrapper=True``, so the code around the kernels (allocations, kernel calls, the
+  (torch 2.13) ``cpp_wrapper=True``, so the code around the kernels (allocations, kernel calls, the
   rolled loops themselves) is C++ rather than inductor's generated Python; and each
   program is specialized to its inputs' shapes (no symbolic sizes);
 - stores the program in inductor's on-disk FX graph cache (``TORCHINDUCTOR_CACHE_DIR``):
@@ -79,12 +79,13 @@ __all__ = [
 # unsafe_marked_cacheable_functions: inductor's FX graph cache refuses graphs holding a
 # higher-order op unless it is marked; a scan's body is a sub-module of the traced graph,
 # pickled (code included) into the cache key, so a changed body is a new key (tested).
-# cpp_wrapper (CPU programs only; see _options): inductor's generated wrapper, which
-# allocates buffers and calls the kernels, is C++ instead of Python, so a rolled loop
-# runs in C++ (a PPO update: ~1.4x faster at 1 seed, ~1.15x at 8, informal figures on
-# the compiling page). cpp_wrapper_build_separate: the wrapper is compiled at -O1 and the
-# kernels apart at -O3, instead of one -O3 file (PPO's update: compiles in less time
-# than with the Python wrapper; one -O3 file takes longer than the Python wrapper).
+# cpp_wrapper (CPU programs on torch 2.13 only; see _options): inductor's generated
+# wrapper, which allocates the buffers and calls the kernels, is C++ instead of Python,
+# so a rolled loop iterates in C++ (informal, under load: a PPO CartPole update about
+# 1.4x faster at 1 seed, 1.15x at 8 seeds). cpp_wrapper_build_separate: the wrapper
+# compiled at -O1 and the kernels apart at -O3, instead of one -O3 file, which took
+# longer to compile than the Python wrapper's program (informal: PPO's update compiled
+# faster than with the Python wrapper this way).
 DEFAULT_OPTIONS: dict[str, Any] = {
     "realize_reads_threshold": 1,
     "size_asserts": False,
@@ -93,8 +94,10 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "cpp_wrapper_build_separate": True,
 }
 
-# Defaults that hold for programs on the CPU only: dropped for a program with a tensor
-# on another device unless the caller's own options name them.
+# Defaults that hold for programs on the CPU, with the torch fxrl._cpp_wrapper_patch
+# fixes, only: dropped for a program with a tensor on another device, or on another
+# torch (whose C++ wrapper may still fail on loops), unless the caller's options name
+# them.
 _CPU_DEFAULTS = ("cpp_wrapper", "cpp_wrapper_build_separate")
 
 # Programs kept per compiled function (least recently used dropped first): a function
@@ -251,9 +254,12 @@ def _distinct(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 
 def _options(given: dict[str, Any], tensors: list[torch.Tensor]) -> dict[str, Any]:
     """Inductor's options for one program: ``given`` over ``DEFAULT_OPTIONS``, less the
-    CPU-only defaults the caller did not set when a tensor is on another device."""
+    C++ wrapper defaults the caller did not set when a tensor is on another device or
+    this torch is not the one ``fxrl._cpp_wrapper_patch`` fixes."""
+    from fxrl import _cpp_wrapper_patch
+
     merged = {**DEFAULT_OPTIONS, **given}
-    if any(t.device.type != "cpu" for t in tensors):
+    if not _cpp_wrapper_patch.applies() or any(t.device.type != "cpu" for t in tensors):
         for k in _CPU_DEFAULTS:
             if k not in given:
                 merged.pop(k, None)
@@ -434,7 +440,8 @@ def compile(fn: Callable[..., Any] | None = None, *, options: dict[str, Any] | N
       options: inductor options for this function, over ``DEFAULT_OPTIONS``
         (``{"realize_reads_threshold": 4}`` is inductor's own default: slower to compile
         Threefry-heavy code, sometimes faster to run; ``{"cpp_wrapper": False}``:
-        inductor's Python wrapper, the default for programs off the CPU).
+        inductor's Python wrapper, the default for programs off the CPU and on torch
+        versions other than 2.13).
     Returns:
       A ``Compiled`` callable. Its first call with a new input signature compiles.
     """

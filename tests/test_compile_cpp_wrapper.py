@@ -90,13 +90,18 @@ def test_on_another_torch_version_the_patch_does_nothing(monkeypatch):
     assert dict(CppWrapperCpu.__dict__) == before
 
 
-def test_the_cpp_wrapper_is_a_cpu_default_only_and_the_callers_word_wins():
+def test_the_cpp_wrapper_is_a_default_on_cpu_and_torch_2_13_only_and_the_callers_word_wins(
+    monkeypatch,
+):
     cpu, meta = torch.zeros(2), torch.zeros(2, device="meta")
     assert fc._options({}, [cpu])["cpp_wrapper"] is True
     assert "cpp_wrapper" not in fc._options({}, [cpu, meta])
     assert "cpp_wrapper_build_separate" not in fc._options({}, [meta])
     assert fc._options({"cpp_wrapper": True}, [meta])["cpp_wrapper"] is True
     assert fc._options({"cpp_wrapper": False}, [cpu])["cpp_wrapper"] is False
+    monkeypatch.setattr(torch, "__version__", "2.14.0")  # a torch the patch was not made for
+    assert "cpp_wrapper" not in fc._options({}, [cpu])
+    assert fc._options({"cpp_wrapper": True}, [cpu])["cpp_wrapper"] is True
 
 
 def test_a_loop_whose_carry_is_reduced_from_its_xs_compiles():
