@@ -1,8 +1,9 @@
-"""Scoped fixes for inductor's C++ wrapper on programs holding a loop (torch 2.13).
+"""Scoped fixes for inductor's C++ wrapper (torch 2.13), for programs such as fxrl's.
 
 Inductor lowers a rolled loop (``scan``) to a ``while_loop``. Its C++ wrapper
 (``CppWrapperCpu`` in torch/_inductor/codegen/cpp_wrapper_cpu.py) writes the loop
-inline; two bugs there stop a PPO update or a loop over a vmapped input from working:
+inline; bugs there stop a PPO update, a loop over a vmapped input or a scatter of a
+Python scalar from working:
 
 1. "A buffer declared twice" (g++: ``conflicting declaration 'auto buf52'``).
    ``ir.WhileLoop.create`` (torch/_inductor/ir.py) records each carried buffer the loop
@@ -28,6 +29,12 @@ inline; two bugs there stop a PPO update or a loop over a vmapped input from wor
    Fix: before the loop each extra input is bound once to a named handle (an alias of
    the same tensor, no copy), and the loop reads that name.
 
+3. ``scatter(dim, index, value)`` with a Python scalar ``value`` (MinAtar Seaquest's
+   ``grid.scatter(-1, cell, True)``) is written ``aoti_torch_cpu_scatter_value_out(...,
+   True)``: ``_generate_scatter_fallback`` pastes the value's Python ``str``, and g++
+   knows no ``True`` (nor ``inf``). Fix: the value goes through the wrapper's own
+   ``val_to_arg_str`` (``1``; ``std::numeric_limits<double>::infinity()``).
+
 The fixes are applied only while ``fxrl.compile`` compiles with ``cpp_wrapper=True``,
 only on the C++ wrapper class, and only on torch 2.13 (the version read for them). On
 any other version ``patched()`` does nothing, so ``cpp_wrapper`` behaves as that
@@ -44,7 +51,7 @@ from typing import Any
 import torch
 
 PATCHED_TORCH = "2.13."  # the torch release whose inductor this patch was written for
-VERSION = 1  # in the FX graph cache key of the programs built with these fixes
+VERSION = 2  # in the FX graph cache key of the programs built with these fixes
 
 _lock = threading.Lock()
 _depth = 0
@@ -96,7 +103,30 @@ def _codegen_while_loop(self: Any, while_loop: Any, stack_output: bool = False) 
         while_loop.additional_inputs = extra
 
 
-_PATCHES = {"can_reuse": _can_reuse, "codegen_while_loop": _codegen_while_loop}
+def _generate_scatter_fallback(
+    self: Any,
+    output: str,
+    inputs: list[Any],
+    cpp_kernel_name: str,
+    python_kernel_name: str,
+    src_is_tensor: bool,
+    reduce: Any,
+    kwargs: list[str],
+    device: str,
+) -> None:
+    if not src_is_tensor:  # fix 3: a scalar src written as a C++ value ("1", not "True")
+        inputs = [*inputs[:-1], self.val_to_arg_str(inputs[-1])]
+    _saved["_generate_scatter_fallback"](
+        self, output, inputs, cpp_kernel_name, python_kernel_name, src_is_tensor, reduce,
+        kwargs, device,
+    )  # fmt: skip
+
+
+_PATCHES = {
+    "can_reuse": _can_reuse,
+    "codegen_while_loop": _codegen_while_loop,
+    "_generate_scatter_fallback": _generate_scatter_fallback,
+}
 
 
 @contextlib.contextmanager

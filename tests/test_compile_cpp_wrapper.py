@@ -115,3 +115,19 @@ def test_a_loop_whose_carry_is_reduced_from_its_xs_compiles():
     want_carry, want_ys = f(xs)
     torch.testing.assert_close(carry, want_carry)
     torch.testing.assert_close(ys["y"], want_ys["y"])
+
+
+def test_a_scatter_of_python_scalars_compiles_through_the_cpp_wrapper():
+    # a scalar scatter value was pasted into the C++ wrapper as Python text ("True");
+    # inductor calls aten's scatter (rather than generating a kernel) under deterministic
+    # algorithms, which tests/conftest.py turns on
+    assert torch.are_deterministic_algorithms_enabled()
+
+    def f(grid, x, idx):
+        return grid.scatter(-1, idx, True), x.scatter(-1, idx, float("-inf"))
+
+    grid = torch.zeros(3, 5, dtype=torch.bool)
+    x = torch.linspace(0.0, 1.0, 15).reshape(3, 5)
+    idx = torch.tensor([[0], [4], [2]])
+    for got, want in zip(fxrl.compile(f)(grid, x, idx), f(grid, x, idx), strict=True):
+        assert torch.equal(got, want)
