@@ -23,8 +23,10 @@ import numpy as np
 __all__ = ["DEMO_CONFIG", "main"]
 
 # PureJaxRL's CartPole settings with a 4x higher learning rate (annealed), so a short
-# budget reaches the 500-step cap (docs/benchmarks/training.md has the demo's figures).
-DEMO_CONFIG: dict[str, Any] = {"env": "CartPole-v1", "lr": 1e-3, "total_steps": 65_536}
+# budget reaches the 500-step cap: at 196,608 steps per seed every seed's greedy policy
+# scored 475 or more in gymnasium in our runs, at 65,536 only half of them did (the
+# compile, not these steps, is most of the demo's time: docs/benchmarks/training.md).
+DEMO_CONFIG: dict[str, Any] = {"env": "CartPole-v1", "lr": 1e-3, "total_steps": 196_608}
 
 
 def _mean(xs: list[float]) -> float:
