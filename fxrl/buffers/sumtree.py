@@ -36,17 +36,13 @@ def level_sizes(capacity: int, branch: int = BRANCH) -> tuple[int, ...]:
 
 
 def empty(
-    capacity: int,
-    device: torch.device | None = None,
-    branch: int = BRANCH,
-    *,
-    like: Tensor | None = None,
+    capacity: int, branch: int = BRANCH, *, like: Tensor | None = None
 ) -> tuple[tuple[Tensor, ...], ...]:
-    """A sum tree (zeros) and a min tree (``+inf``) with no priorities set, float64.
-    With ``like`` the arrays are made by ``like.new_zeros`` (its device, and batched like
-    it under vmap)."""
+    """A sum tree (zeros) and a min tree (``+inf``) with no priorities set, float64, made
+    by ``like.new_zeros`` (``like``'s device, and batched like it under vmap; default: a
+    CPU tensor)."""
     sizes = level_sizes(capacity, branch)
-    like = torch.zeros((), device=device) if like is None else like
+    like = torch.zeros(()) if like is None else like
     sums = tuple(like.new_zeros(n, dtype=torch.float64) for n in sizes)
     mins = tuple(like.new_full((n,), torch.inf, dtype=torch.float64) for n in sizes)
     return sums, mins
