@@ -1,8 +1,11 @@
 """examples/ppo_single_file.py computes what fxrl.algorithms.ppo computes, and learns.
 
 The example and ``ppo.make`` do the same math in the same order (same key splits, same
-parameter and optimizer trees, same loops), so in eager mode they agree bit for bit;
-the example just writes it in one function instead of through ``Algorithm``.
+parameter and optimizer trees, same loops, same tensor layouts), so in eager mode, in one
+process, they agree bit for bit on any CPU; the example just writes it in one function
+instead of through ``Algorithm``. Same values in another layout are not enough: a
+transposed weight once made the two disagree in the last bits on an AMD EPYC (not on the
+Xeon it was written on), which is why initializers return dense tensors.
 """
 
 from __future__ import annotations

@@ -192,7 +192,10 @@ def orthogonal(scale: float = 1.0) -> Initializer:
         q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
         if rows < cols:
             q = q.transpose(-2, -1)
-        return (scale * q).reshape(*key.shape[:-1], *shape).to(dtype)
+        # dense row-major like every other init: kernels pick their path by layout, so a
+        # transposed weight would round differently from the same values stored densely
+        out = (scale * q).reshape(*key.shape[:-1], *shape)
+        return out.to(dtype, memory_format=torch.contiguous_format)
 
     return init
 

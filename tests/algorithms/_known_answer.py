@@ -2,11 +2,13 @@
 
 A case's answer is every metric of a few eager updates (as ``float.hex``) and a sha256 of
 every leaf of the final state, recorded at one thread. Bit-for-bit equality holds only on
-the kernels that recorded it: torch picks its CPU kernels by instruction set (AVX512 here,
-AVX2 on many other x86 machines), and their float sums round differently. So the answer
-file names the instruction set it was recorded with; on that instruction set every bit
-must match, on another the numbers must agree to float32 rounding (rtol 1e-4) and the
-state digest is not compared.
+the machine kind that recorded it: torch picks its CPU kernels by instruction set (AVX512,
+AVX2...) and its BLAS picks its code path by CPU vendor and model (the same AVX512 build
+rounds differently on an Intel Xeon and an AMD EPYC). So an answer file names the CPU
+model, instruction set and torch version it was recorded with. A machine that recorded
+its own file (``<name>.<machine tag>.json`` beside the first one, written by
+``--record``) checks every bit against it; any other machine checks the numbers against
+the first file to float32 rounding (rtol 1e-4) and skips the state digest.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import hashlib
 import json
 import math
 import pathlib
+import platform
+import re
 from collections.abc import Callable
 
 import torch
@@ -48,22 +52,60 @@ def run_updates(update: Callable, state: object, updates: int) -> dict:
     return out
 
 
-def capability() -> str:
-    return torch.backends.cpu.get_cpu_capability()
+def cpu_model() -> str:
+    """The CPU's model name as Linux reports it (``platform.processor()`` elsewhere)."""
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine() -> dict:
+    """What decides the last bits of an eager update: CPU model, kernel set, torch."""
+    return {
+        "cpu": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+    }
+
+
+def _tagged(path: pathlib.Path) -> pathlib.Path:
+    """This machine's own answer file beside ``path``."""
+    m = machine()
+    tag = re.sub(r"[^A-Za-z0-9]+", "_", f"{m['cpu']}-{m['cpu_capability']}-{m['torch']}")
+    return path.with_name(f"{path.stem}.{tag.strip('_')}{path.suffix}")
+
+
+def _same_machine(recorded: dict) -> bool:
+    return all(recorded.get(k) == v for k, v in machine().items())
 
 
 def record(path: pathlib.Path, cases: list[str], run: Callable[[str], dict]) -> None:
-    answers = {RECORDED_ON: {"cpu_capability": capability(), "torch": torch.__version__}}
+    """Write this machine's answers: into ``path`` when it was recorded here (or does
+    not exist yet), else into this machine's own file beside it."""
+    if path.exists() and not _same_machine(json.loads(path.read_text())[RECORDED_ON]):
+        path = _tagged(path)
+    answers = {RECORDED_ON: machine()}
     answers.update({name: run(name) for name in sorted(cases)})
     path.write_text(json.dumps(answers, indent=1) + "\n")
+    print(f"wrote {path}")
 
 
 def check(path: pathlib.Path, name: str, got: dict) -> None:
     """``got`` (a case's fresh answer) against the recorded one: see the module doc."""
-    answers = json.loads(path.read_text())
+    for candidate in (path, _tagged(path)):
+        if candidate.exists():
+            answers = json.loads(candidate.read_text())
+            if _same_machine(answers[RECORDED_ON]):
+                exact = True
+                break
+    else:
+        answers, exact = json.loads(path.read_text()), False
     want, recorded = answers[name], answers[RECORDED_ON]
     assert got.keys() == want.keys(), f"{name}: metrics {sorted(got)} != {sorted(want)}"
-    exact = recorded["cpu_capability"] == capability()
     for k in want:
         if exact:
             assert got[k] == want[k], f"{name}: {k} differs"

@@ -6,8 +6,8 @@ tests/algorithms/test_offpolicy_known_answer.py --record``) from the code before
 updates at one thread per case (the pure update, the vmapped one, and ``train_host`` on
 gymnasium), every metric (as ``float.hex``) and a sha256 of
 every leaf of the final TrainState. A refactor that changes one bit of any number fails
-here (on the instruction set the answers were recorded with, AVX512; elsewhere to float32
-rounding: see _known_answer.py).
+here on a machine kind with its own recorded file (CPU model, instruction set, torch);
+elsewhere the numbers must agree to float32 rounding: see _known_answer.py.
 """
 
 from __future__ import annotations

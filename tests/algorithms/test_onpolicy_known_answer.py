@@ -4,8 +4,9 @@
 tests/algorithms/test_onpolicy_known_answer.py --record``) from the code before
 ``fxrl.algorithms.onpolicy`` was split out of ``ppo.make``: two eager updates at one thread
 per case, every metric (as ``float.hex``) and a sha256 of every leaf of the final
-TrainState. A refactor that changes one bit of any number fails here (on the instruction
-set the answers were recorded with; elsewhere to float32 rounding: see _known_answer.py).
+TrainState. A refactor that changes one bit of any number fails here on a machine kind
+with its own recorded file (CPU model, instruction set, torch); elsewhere the numbers
+must agree to float32 rounding: see _known_answer.py.
 """
 
 from __future__ import annotations

@@ -22,6 +22,15 @@ def test_orthogonal_rows_or_columns_are_orthonormal_times_scale(key, shape, scal
     assert_trees_close(gram, torch.eye(gram.shape[0], dtype=torch.float64), atol=1e-5, rtol=0)
 
 
+@given(key=keys(), shape=shapes)
+def test_orthogonal_weights_are_dense_row_major_whatever_their_shape(key, shape):
+    # A wide weight comes from a transposed QR factor; stored transposed, it made a matmul
+    # round differently from the same values stored densely (on an AMD EPYC's BLAS path),
+    # so two programs with equal params disagreed in the last bits.
+    w = inits.orthogonal(1.0)(key, shape)
+    assert w.is_contiguous(), f"{shape}: strides {w.stride()}"
+
+
 @pytest.mark.parametrize(
     "init",
     [
