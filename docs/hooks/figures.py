@@ -1,0 +1,255 @@
+"""Figures on a page are checked against the files in docs/results.
+
+A measured figure written in a page's prose (a time, a ratio, a percentage, a return)
+is followed, after its paragraph, list or table, by an HTML comment that says where it
+comes from; rendered pages (the site, GitHub's README) do not show it:
+
+    The 8 seeds run at **17.8x SB3's env steps/s** (125.9 k against 7.1 k).
+
+    <!-- figures: train_bench.jsonl
+    17.8x = row(ratio="fxrl_8seeds/sb3")["value"]
+    125.9 k = row(ratio="fxrl_8seeds/sb3")["fxrl_steps_per_s"] / 1e3
+    7.1 k = row(ratio="fxrl_8seeds/sb3")["sb3_steps_per_s"] / 1e3
+    -->
+
+Each line ``TEXT = EXPRESSION`` says: ``TEXT`` is written in the text since the previous
+``figures`` comment (the comment's *region*), and the numbers in it are the expression's
+value rounded as written (``17.8x`` is any value in [17.75, 17.85]; ``125.9 k`` is read as
+125,900; a range ``2.4-2.5x`` or ``8 of 8`` needs a pair). The expression is Python over
+the comment's files (named after ``figures:``, paths under docs/results):
+
+- ``row(**match)``: the one record whose keys equal ``match`` (``row("other.jsonl",
+  **match)`` searches another file of the comment); ``rows(...)``: all such records;
+- ``data()`` / ``data("other.json")``: a whole file (a JSON value; a JSONL file is the
+  list of its lines);
+- ``mean``, ``median``, ``values`` (a dict's values as a list) and Python's ``min``,
+  ``max``, ``sum``, ``len``, ``abs``, ``round``, ``sorted``, ``all``, ``any``.
+
+A line ``TEXT: why`` says that a number in the region is not a measurement (a setting, a
+goal, a size) and names what it is. Every number of the region that looks measured (a
+decimal, a ratio ``1.7x``, a percentage, a time ``33 s`` or ``9.4 ms``, ``125.9 k``,
+``N of M``) must sit inside one of the comment's TEXTs, and every TEXT must be in the
+region: changing a figure on a page, or adding one without saying where it comes from,
+makes ``problems`` report it. tests/test_docs_figures.py runs that on every page and the
+README; as an mkdocs hook, the site's strict build fails on it too.
+
+Nothing here imports fxrl or torch: the checks read the files alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+BLOCK = re.compile(r"<!-- figures(?::[ \t]*(?P<files>[^\n]*))?\n(?P<body>.*?)-->", re.S)
+NUMBER = re.compile(r"(?<![\w.])(?P<sign>-?)(?P<digits>\d[\d,]*(?:\.\d+)?)(?P<k>\s?[kM](?![A-Za-z]))?")
+_NUM = r"\d[\d,]*(?:\.\d+)?"
+# What looks measured in prose. A setting that matches ("lr 2.5e-4" does not; "gamma 0.99"
+# does) is named in the figures comment as not a measurement.
+MEASURED = re.compile(
+    "|".join(
+        [
+            rf"(?<![\w.]){_NUM}x(?!\w)",  # a ratio: 1.7x (not 2x256)
+            rf"(?<![\w.]){_NUM}\s?%",  # a percentage
+            rf"(?<![\w.]){_NUM}\s?(?:s|ms|µs|us|ns|min|minutes|hours)(?![\w/])",  # a time
+            rf"(?<![\w.]){_NUM}\s?k(?![A-Za-z])",  # thousands: 125.9 k, 49k
+            r"(?<![\w.])\d+\.\d+(?![\w.]|\.\d)",  # a decimal (not a version 2.13.0)
+            r"(?<![\w.])\d+ of \d+(?![\w.])",  # a count: 8 of 8
+        ]
+    )
+)
+log = logging.getLogger("mkdocs.hooks.figures")
+
+
+@dataclass
+class Line:
+    text: str
+    expression: str | None  # None: a stated non-measurement
+    lineno: int
+
+
+@dataclass
+class Block:
+    files: list[str]
+    lines: list[Line]
+    start: int  # offset of "<!--" in the page
+    end: int  # offset after "-->"
+    lineno: int
+
+
+def blocks(page: str) -> list[Block]:
+    """The ``figures`` comments of a page, in order."""
+    out = []
+    for match in BLOCK.finditer(page):
+        first = page.count("\n", 0, match.start()) + 1
+        lines = []
+        for i, raw in enumerate(match["body"].split("\n")):
+            raw = raw.strip()
+            if not raw:
+                continue
+            if " = " in raw:
+                text, expression = raw.split(" = ", 1)
+                lines.append(Line(text.strip(), expression.strip(), first + 1 + i))
+            elif ": " in raw:
+                lines.append(Line(raw.split(": ", 1)[0].strip(), None, first + 1 + i))
+            else:
+                lines.append(Line(raw, "", first + 1 + i))  # reported as malformed
+        files = [f.strip() for f in (match["files"] or "").split(",") if f.strip()]
+        out.append(Block(files, lines, match.start(), match.end(), first))
+    return out
+
+
+def written_numbers(text: str) -> list[tuple[float, float]]:
+    """The numbers in a figure as written, each with its rounding: ``"125.9 k"`` ->
+    ``[(125900.0, 50.0)]``; ``"2.4-2.5x"`` -> ``[(2.4, 0.05), (2.5, 0.05)]``."""
+    out = []
+    for m in NUMBER.finditer(text):
+        digits = m["digits"].replace(",", "")
+        decimals = len(digits.split(".")[1]) if "." in digits else 0
+        scale = {"k": 1e3, "M": 1e6}.get((m["k"] or "").strip(), 1.0)
+        value = float(digits) * scale * (-1 if m["sign"] else 1)
+        out.append((value, 0.5 * 10.0**-decimals * scale))
+    return out
+
+
+def _mask(page: str) -> str:
+    """The page with what is not prose blanked out (same length, so offsets hold): code
+    blocks and spans, HTML comments and tags, link targets."""
+
+    def blank(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    lines, fence, code = page.split("\n"), None, False
+    for i, line in enumerate(lines):
+        opening = re.match(r"\s*(`{3,}|~{3,})", line)
+        blank_before = i == 0 or not lines[i - 1].strip()
+        if fence is None and opening:
+            fence = opening[1]
+        elif fence is not None:
+            fence = None if line.strip().startswith(fence) else fence
+        elif line.startswith("    ") and (blank_before or code):
+            code = True  # an indented code block
+        else:
+            code = False
+            continue
+        lines[i] = " " * len(line)
+    text = "\n".join(lines)
+    text = re.sub(r"<!--.*?-->", blank, text, flags=re.S)
+    text = re.sub(r"(`+)(?:(?!\n\s*\n).)+?\1", blank, text, flags=re.S)
+    text = re.sub(r"\]\([^)]*\)", blank, text)
+    return re.sub(r"<[a-zA-Z/][^>]*>", blank, text)
+
+
+def _spans(text: str, region: str, offset: int) -> list[tuple[int, int]]:
+    pattern = r"(?<![\w.])" + r"\s+".join(map(re.escape, text.split())) + r"(?!\d|\.\d)"
+    return [(m.start() + offset, m.end() + offset) for m in re.finditer(pattern, region)]
+
+
+def _load(name: str) -> Any:
+    return _read(RESULTS / name)
+
+
+@lru_cache(maxsize=256)
+def _read(path: Path) -> Any:
+    if path.suffix == ".jsonl":
+        return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    return json.loads(path.read_text())
+
+
+def _namespace(files: list[str]) -> dict[str, Any]:
+    def pick(args: tuple, match: dict) -> list[dict]:
+        name = args[0] if args else files[0]
+        records = _load(name)
+        records = records if isinstance(records, list) else [records]
+        return [r for r in records if isinstance(r, dict) and all(
+            k in r and r[k] == v for k, v in match.items())]  # fmt: skip
+
+    def row(*args: str, **match: Any) -> dict:
+        found = pick(args, match)
+        if len(found) != 1:
+            raise LookupError(f"{len(found)} records match {match}, not 1")
+        return found[0]
+
+    return {
+        "__builtins__": {},
+        "row": row,
+        "rows": lambda *args, **match: pick(args, match),
+        "data": lambda name=None: _load(name or files[0]),
+        "mean": statistics.fmean,
+        "median": statistics.median,
+        "values": lambda d: list(d.values()),
+        **{f.__name__: f for f in (min, max, sum, len, abs, round, sorted, all, any, list)},
+        **{"zip": zip, "math": math},
+    }
+
+
+def _close(value: Any, written: list[tuple[float, float]]) -> bool:
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if len(values) != len(written):
+        return False
+    return all(
+        isinstance(v, (int, float)) and abs(v - w) <= tol * (1 + 1e-9) + 1e-12
+        for v, (w, tol) in zip(values, written)
+    )
+
+
+def problems(page: str, name: str) -> list[str]:
+    """What is wrong with a page's figures: a figure not where its comment says, a value
+    that is not its file's, a measured-looking number no comment names. Each problem is one
+    line that starts with ``name:line``."""
+    out: list[str] = []
+    masked = _mask(page)
+    covered: list[tuple[int, int]] = []
+    previous = 0
+    for block in blocks(page):
+        region = masked[previous : block.start]
+        missing = [f for f in block.files if not (RESULTS / f).is_file()]
+        if missing:
+            out.append(f"{name}:{block.lineno}: no file docs/results/{missing[0]}")
+            previous = block.end
+            continue
+        namespace = _namespace(block.files)
+        for line in block.lines:
+            where = f"{name}:{line.lineno}"
+            spans = _spans(line.text, region, previous)
+            if not spans:
+                out.append(f"{where}: {line.text!r} is not in the text above this comment")
+            covered += spans
+            if line.expression is None:
+                continue
+            if not line.expression:
+                out.append(f"{where}: expected 'TEXT = EXPRESSION' or 'TEXT: why', got {line.text!r}")
+                continue
+            written = written_numbers(line.text)
+            if not written:
+                out.append(f"{where}: {line.text!r} has no number")
+                continue
+            try:
+                value = eval(line.expression, namespace)
+            except Exception as error:  # the message names the line, whatever went wrong
+                out.append(f"{where}: {line.expression} failed: {type(error).__name__}: {error}")
+                continue
+            if not _close(value, written):
+                out.append(f"{where}: the page says {line.text!r}, {block.files} give {value!r}")
+        previous = block.end
+    for m in MEASURED.finditer(masked):
+        if not any(a <= m.start() and m.end() <= b for a, b in covered):
+            lineno = page.count("\n", 0, m.start()) + 1
+            out.append(f"{name}:{lineno}: {m.group(0)!r} has no figures comment saying where it comes from")
+    return out
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    """Warn (so ``--strict`` fails) about each figure the results do not back."""
+    for problem in problems(markdown, f"docs/{page.file.src_uri}"):
+        log.warning(problem)
+    return markdown
