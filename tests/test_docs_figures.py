@@ -19,9 +19,11 @@ figures = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = figures  # dataclasses look their module up
 _spec.loader.exec_module(figures)
 
-PAGES = [ROOT / "README.md"] + sorted(
-    p for p in (ROOT / "docs").rglob("*.md") if "hooks" not in p.relative_to(ROOT / "docs").parts
-)
+DOCS = ROOT / "docs"
+PAGES = [
+    ROOT / "README.md",
+    *sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.relative_to(DOCS).parts),
+]
 
 
 def _name(path: Path) -> str:
@@ -79,8 +81,12 @@ def test_a_figure_changed_on_the_page_and_in_its_comment_fails():
 def results(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "RESULTS", tmp_path)
     figures._read.cache_clear()
-    lines = [{"bench": "b", "cpu": "x"}, {"case": "ppo", "ratio": "a/b", "value": 17.8329},
-             {"case": "ppo", "steps_per_s": 125944.7}, {"case": "dqn", "value": 0.7512}]  # fmt: skip
+    lines = [
+        {"bench": "b", "cpu": "x"},
+        {"case": "ppo", "ratio": "a/b", "value": 17.8329},
+        {"case": "ppo", "steps_per_s": 125944.7},
+        {"case": "dqn", "value": 0.7512},
+    ]
     (tmp_path / "b.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     (tmp_path / "e.json").write_text(json.dumps({"returns": [500.0, 480.0, 20.0]}))
     yield tmp_path
@@ -131,7 +137,8 @@ def test_figures_are_read_with_the_rounding_they_are_written_with():
     assert figures.written_numbers("17.8x") == [(17.8, pytest.approx(0.05))]
     assert figures.written_numbers("125.9 k") == [(125900.0, pytest.approx(50.0))]
     assert figures.written_numbers("196,608") == [(196608.0, 0.5)]
-    assert figures.written_numbers("2.4-2.5x") == [(2.4, pytest.approx(0.05)), (2.5, pytest.approx(0.05))]
+    half = pytest.approx(0.05)
+    assert figures.written_numbers("2.4-2.5x") == [(2.4, half), (2.5, half)]
     assert figures.written_numbers("-19 to -21") == [(-19.0, 0.5), (-21.0, 0.5)]
     assert figures.written_numbers("1.7 MB") == [(1.7, pytest.approx(0.05))]
     assert figures._close(17.849, figures.written_numbers("17.8x"))
@@ -143,7 +150,7 @@ def test_figures_are_read_with_the_rounding_they_are_written_with():
 def test_what_is_not_prose_is_not_read_as_a_figure():
     page = (
         "Text 1.5x.\n\n```python\nx = 2.5  # 3.5x\n```\n\n    .venv/bin/python a.py --lr 0.5\n\n"
-        "`ratio 4.5x` and [a link](b.md#c-6.5) <img width=\"8.5\">\n<!-- 9.5x -->\n"
+        '`ratio 4.5x` and [a link](b.md#c-6.5) <img width="8.5">\n<!-- 9.5x -->\n'
     )
     found = figures.problems(page, "p.md")
     assert [p.split(": ", 1)[1] for p in found] == [

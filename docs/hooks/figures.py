@@ -51,7 +51,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
 BLOCK = re.compile(r"<!-- figures(?::[ \t]*(?P<files>[^\n]*))?\n(?P<body>.*?)-->", re.S)
-NUMBER = re.compile(r"(?<![\w.])(?P<sign>-?)(?P<digits>\d[\d,]*(?:\.\d+)?)(?P<k>\s?[kM](?![A-Za-z]))?")
+NUMBER = re.compile(
+    r"(?<![\w.])(?P<sign>-?)(?P<digits>\d[\d,]*(?:\.\d+)?)(?P<k>\s?[kM](?![A-Za-z]))?"
+)
 _NUM = r"\d[\d,]*(?:\.\d+)?"
 # What looks measured in prose. A setting that matches ("lr 2.5e-4" does not; "gamma 0.99"
 # does) is named in the figures comment as not a measurement.
@@ -198,7 +200,7 @@ def _close(value: Any, written: list[tuple[float, float]]) -> bool:
         return False
     return all(
         isinstance(v, (int, float)) and abs(v - w) <= tol * (1 + 1e-9) + 1e-12
-        for v, (w, tol) in zip(values, written)
+        for v, (w, tol) in zip(values, written, strict=True)
     )
 
 
@@ -227,7 +229,7 @@ def problems(page: str, name: str) -> list[str]:
             if line.expression is None:
                 continue
             if not line.expression:
-                out.append(f"{where}: expected 'TEXT = EXPRESSION' or 'TEXT: why', got {line.text!r}")
+                out.append(f"{where}: expected 'TEXT = EXPRESSION' or 'TEXT: why': {line.text!r}")
                 continue
             written = written_numbers(line.text)
             if not written:
@@ -244,7 +246,8 @@ def problems(page: str, name: str) -> list[str]:
     for m in MEASURED.finditer(masked):
         if not any(a <= m.start() and m.end() <= b for a, b in covered):
             lineno = page.count("\n", 0, m.start()) + 1
-            out.append(f"{name}:{lineno}: {m.group(0)!r} has no figures comment saying where it comes from")
+            said = f"{m.group(0)!r} has no figures comment saying where it comes from"
+            out.append(f"{name}:{lineno}: {said}")
     return out
 
 
