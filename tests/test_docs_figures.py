@@ -42,7 +42,7 @@ def _checked_lines() -> list[tuple[Path, object, object]]:
         for path in PAGES
         for block in figures.blocks(path.read_text())
         for line in block.lines
-        if line.expression
+        if line.expression and not line.let
     ]
 
 

@@ -19,13 +19,15 @@ value rounded as written (``17.8x`` is any value in [17.75, 17.85]; ``125.9 k`` 
 the comment's files (named after ``figures:``, paths under docs/results):
 
 - ``row(**match)``: the one record whose keys equal ``match`` (``row("other.jsonl",
-  **match)`` searches another file of the comment); ``rows(...)``: all such records;
+  **match)`` searches another file of the comment; ``seed=...`` matches any record with
+  a ``seed``); ``rows(...)``: all such records;
 - ``data()`` / ``data("other.json")``: a whole file (a JSON value; a JSONL file is the
   list of its lines);
 - ``mean``, ``median``, ``values`` (a dict's values as a list) and Python's ``min``,
   ``max``, ``sum``, ``len``, ``abs``, ``round``, ``sorted``, ``all``, ``any``.
 
-A line ``TEXT: why`` says that a number in the region is not a measurement (a setting, a
+A line ``let NAME = EXPRESSION`` names a value for the lines below it. A line
+``TEXT: why`` says that a number in the region is not a measurement (a setting, a
 goal, a size) and names what it is. Every number of the region that looks measured (a
 decimal, a ratio ``1.7x``, a percentage, a time ``33 s`` or ``9.4 ms``, ``125.9 k``,
 ``N of M``) must sit inside one of the comment's TEXTs, and every TEXT must be in the
@@ -77,6 +79,7 @@ class Line:
     text: str
     expression: str | None  # None: a stated non-measurement
     lineno: int
+    let: bool = False  # "let NAME = EXPRESSION": a name for the lines below
 
 
 @dataclass
@@ -98,7 +101,10 @@ def blocks(page: str) -> list[Block]:
             raw = raw.strip()
             if not raw:
                 continue
-            if " = " in raw:
+            if raw.startswith("let ") and " = " in raw:
+                name, expression = raw[4:].split(" = ", 1)
+                lines.append(Line(name.strip(), expression.strip(), first + 1 + i, let=True))
+            elif " = " in raw:
                 text, expression = raw.split(" = ", 1)
                 lines.append(Line(text.strip(), expression.strip(), first + 1 + i))
             elif ": " in raw:
@@ -173,7 +179,7 @@ def _namespace(files: list[str]) -> dict[str, Any]:
         records = _load(name)
         records = records if isinstance(records, list) else [records]
         return [r for r in records if isinstance(r, dict) and all(
-            k in r and r[k] == v for k, v in match.items())]  # fmt: skip
+            k in r and (v is ... or r[k] == v) for k, v in match.items())]  # fmt: skip
 
     def row(*args: str, **match: Any) -> dict:
         found = pick(args, match)
@@ -222,6 +228,14 @@ def problems(page: str, name: str) -> list[str]:
         namespace = _namespace(block.files)
         for line in block.lines:
             where = f"{name}:{line.lineno}"
+            if line.let:
+                try:
+                    value, names = eval(line.expression, namespace), line.text.split(",")
+                    values = [value] if len(names) == 1 else list(value)
+                    namespace.update(zip([n.strip() for n in names], values, strict=True))
+                except Exception as error:  # the message names the line, whatever went wrong
+                    out.append(f"{where}: {line.expression} failed: {type(error).__name__}: {error}")
+                continue
             spans = _spans(line.text, region, previous)
             if not spans:
                 out.append(f"{where}: {line.text!r} is not in the text above this comment")
