@@ -136,10 +136,12 @@ def test_a_page_that_disagrees_with_its_files_says_where(results, old, new, prob
 def test_figures_are_read_with_the_rounding_they_are_written_with():
     assert figures.written_numbers("17.8x") == [(17.8, pytest.approx(0.05))]
     assert figures.written_numbers("125.9 k") == [(125900.0, pytest.approx(50.0))]
+    assert figures.written_numbers("121-127 k") == [(121e3, 500.0), (127e3, 500.0)]
     assert figures.written_numbers("196,608") == [(196608.0, 0.5)]
     half = pytest.approx(0.05)
     assert figures.written_numbers("2.4-2.5x") == [(2.4, half), (2.5, half)]
     assert figures.written_numbers("-19 to -21") == [(-19.0, 0.5), (-21.0, 0.5)]
+    assert figures.written_numbers("4.3e-08") == [(4.3e-08, pytest.approx(0.05e-08))]
     assert figures.written_numbers("1.7 MB") == [(1.7, pytest.approx(0.05))]
     assert figures._close(17.849, figures.written_numbers("17.8x"))
     assert not figures._close(17.86, figures.written_numbers("17.8x"))

@@ -8,15 +8,16 @@ comes from; rendered pages (the site, GitHub's README) do not show it:
 
     <!-- figures: train_bench.jsonl
     17.8x = row(ratio="fxrl_8seeds/sb3")["value"]
-    125.9 k = row(ratio="fxrl_8seeds/sb3")["fxrl_steps_per_s"] / 1e3
-    7.1 k = row(ratio="fxrl_8seeds/sb3")["sb3_steps_per_s"] / 1e3
+    125.9 k = row(ratio="fxrl_8seeds/sb3")["fxrl_steps_per_s"]
+    7.1 k = row(ratio="fxrl_8seeds/sb3")["sb3_steps_per_s"]
     -->
 
 Each line ``TEXT = EXPRESSION`` says: ``TEXT`` is written in the text since the previous
 ``figures`` comment (the comment's *region*), and the numbers in it are the expression's
 value rounded as written (``17.8x`` is any value in [17.75, 17.85]; ``125.9 k`` is read as
-125,900; a range ``2.4-2.5x`` or ``8 of 8`` needs a pair). The expression is Python over
-the comment's files (named after ``figures:``, paths under docs/results):
+125,900 and ``4.3e-08`` as 4.3e-08, each to half its last digit; a range ``2.4-2.5x`` or
+``8 of 8`` needs a pair; ``a | b | c`` are cells of one table row, in order). The expression is Python over the comment's files (named after
+``figures:``, paths under docs/results):
 
 - ``row(**match)``: the one record whose keys equal ``match`` (``row("other.jsonl",
   **match)`` searches another file of the comment; ``seed=...`` matches any record with
@@ -54,7 +55,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
 BLOCK = re.compile(r"<!-- figures(?::[ \t]*(?P<files>[^\n]*))?\n(?P<body>.*?)-->", re.S)
 NUMBER = re.compile(
-    r"(?<![\w.])(?P<sign>-?)(?P<digits>\d[\d,]*(?:\.\d+)?)(?P<k>\s?[kM](?![A-Za-z]))?"
+    r"(?<![\w.])(?P<sign>-?)(?P<digits>\d[\d,]*(?:\.\d+)?)(?:[eE](?P<exp>[-+]?\d+))?"
+    r"(?P<k>\s?[kM](?![A-Za-z]))?"
 )
 _NUM = r"\d[\d,]*(?:\.\d+)?"
 # What looks measured in prose. A setting that matches ("lr 2.5e-4" does not; "gamma 0.99"
@@ -70,6 +72,11 @@ MEASURED = re.compile(
             r"(?<![\w.])\d+ of \d+(?![\w.])",  # a count: 8 of 8
         ]
     )
+)
+# A version is not a figure: "torch 2.13", "Python 3.10".
+VERSION = re.compile(
+    r"(?:torch|Python|python|JAX|jax|jaxlib|gymnax|gymnasium|numpy|Runtime|onnxruntime|"
+    r"ale-py|ale_py|Ray|ray|mkdocs|CUDA|opset|SB3|version|v)\s?$"
 )
 log = logging.getLogger("mkdocs.hooks.figures")
 
@@ -124,7 +131,10 @@ def written_numbers(text: str) -> list[tuple[float, float]]:
         digits = m["digits"].replace(",", "")
         decimals = len(digits.split(".")[1]) if "." in digits else 0
         scale = {"k": 1e3, "M": 1e6}.get((m["k"] or "").strip(), 1.0)
+        scale *= 10.0 ** int(m["exp"] or 0)  # 4.3e-08
         value = float(digits) * scale * (-1 if m["sign"] else 1)
+        if m["k"] and out and text[m.start() - 1 : m.start()] == "-":  # 121-127 k
+            out[-1] = (out[-1][0] * scale, out[-1][1] * scale)
         out.append((value, 0.5 * 10.0**-decimals * scale))
     return out
 
@@ -158,8 +168,17 @@ def _mask(page: str) -> str:
 
 
 def _spans(text: str, region: str, offset: int) -> list[tuple[int, int]]:
-    pattern = r"(?<![\w.])" + r"\s+".join(map(re.escape, text.split())) + r"(?!\d|\.\d)"
-    return [(m.start() + offset, m.end() + offset) for m in re.finditer(pattern, region)]
+    """Where ``text`` is written in ``region``: its pieces (split at `` | ``, the cells of a
+    table row, in order on one line), as spans of the page."""
+    pieces = [
+        r"(?<![\w.])(" + r"\s+".join(map(re.escape, piece.split())) + r")(?!\d|\.\d)"
+        for piece in text.split(" | ")
+    ]
+    return [
+        (m.start(g) + offset, m.end(g) + offset)
+        for m in re.finditer(r"[^\n]*?".join(pieces), region)
+        for g in range(1, len(pieces) + 1)
+    ]
 
 
 def _load(name: str) -> Any:
@@ -258,6 +277,8 @@ def problems(page: str, name: str) -> list[str]:
                 out.append(f"{where}: the page says {line.text!r}, {block.files} give {value!r}")
         previous = block.end
     for m in MEASURED.finditer(masked):
+        if VERSION.search(masked[max(0, m.start() - 12) : m.start()]):
+            continue
         if not any(a <= m.start() and m.end() <= b for a, b in covered):
             lineno = page.count("\n", 0, m.start()) + 1
             said = f"{m.group(0)!r} has no figures comment saying where it comes from"
