@@ -116,7 +116,7 @@ def test_a_page_whose_figures_are_the_files_has_no_problems(results):
 @pytest.mark.parametrize(
     "old, new, problem",
     [
-        ("(125.9 k)", "(126.1 k)", "'125.9 k' is not in the text"),  # the page changed
+        ("(125.9 k)", "(126.1 k)", "'125.9 k' is not in the text above"),  # the page changed
         ("\n125.9 k = ", "\n126.1 k = ", "the page says '126.1 k'"),  # and its comment too
         ("at 0.75x;", "at 0.75x, 3.1x;", "'3.1x' has no figures comment"),  # a new number
         ("average 333.3", "average 333.3 (a 4% drop)", "'4%' has no figures comment"),

@@ -16,8 +16,9 @@ Each line ``TEXT = EXPRESSION`` says: ``TEXT`` is written in the text since the 
 ``figures`` comment (the comment's *region*), and the numbers in it are the expression's
 value rounded as written (``17.8x`` is any value in [17.75, 17.85]; ``125.9 k`` is read as
 125,900 and ``4.3e-08`` as 4.3e-08, each to half its last digit; a range ``2.4-2.5x`` or
-``8 of 8`` needs a pair; ``a | b | c`` are cells of one table row, in order). The expression is Python over the comment's files (named after
-``figures:``, paths under docs/results):
+``8 of 8`` needs a pair; ``a | b | c`` are cells of one table row, in order). The
+expression is Python over the comment's files (named after ``figures:``, paths under
+docs/results):
 
 - ``row(**match)``: the one record whose keys equal ``match`` (``row("other.jsonl",
   **match)`` searches another file of the comment; ``seed=...`` matches any record with
@@ -229,6 +230,28 @@ def _close(value: Any, written: list[tuple[float, float]]) -> bool:
     )
 
 
+def _check(line: Line, namespace: dict[str, Any], files: list[str]) -> str | None:
+    """Run one line of a comment: bind a ``let``, or compare a figure with its value."""
+    if line.expression is None:
+        return None
+    if not line.expression:
+        return f"expected 'TEXT = EXPRESSION' or 'TEXT: why': {line.text!r}"
+    written = written_numbers(line.text)
+    if not line.let and not written:
+        return f"{line.text!r} has no number"
+    try:
+        value = eval(line.expression, namespace)
+        if line.let:
+            names = [n.strip() for n in line.text.split(",")]
+            namespace.update(zip(names, [value] if len(names) == 1 else value, strict=True))
+            return None
+    except Exception as error:  # the message names the line, whatever went wrong
+        return f"{line.expression} failed: {type(error).__name__}: {error}"
+    if not _close(value, written):
+        return f"the page says {line.text!r}, {files} give {value!r}"
+    return None
+
+
 def problems(page: str, name: str) -> list[str]:
     """What is wrong with a page's figures: a figure not where its comment says, a value
     that is not its file's, a measured-looking number no comment names. Each problem is one
@@ -242,39 +265,16 @@ def problems(page: str, name: str) -> list[str]:
         missing = [f for f in block.files if not (RESULTS / f).is_file()]
         if missing:
             out.append(f"{name}:{block.lineno}: no file docs/results/{missing[0]}")
-            previous = block.end
-            continue
         namespace = _namespace(block.files)
-        for line in block.lines:
-            where = f"{name}:{line.lineno}"
-            if line.let:
-                try:
-                    value, names = eval(line.expression, namespace), line.text.split(",")
-                    values = [value] if len(names) == 1 else list(value)
-                    namespace.update(zip([n.strip() for n in names], values, strict=True))
-                except Exception as error:  # the message names the line, whatever went wrong
-                    out.append(f"{where}: {line.expression} failed: {type(error).__name__}: {error}")
-                continue
-            spans = _spans(line.text, region, previous)
-            if not spans:
-                out.append(f"{where}: {line.text!r} is not in the text above this comment")
-            covered += spans
-            if line.expression is None:
-                continue
-            if not line.expression:
-                out.append(f"{where}: expected 'TEXT = EXPRESSION' or 'TEXT: why': {line.text!r}")
-                continue
-            written = written_numbers(line.text)
-            if not written:
-                out.append(f"{where}: {line.text!r} has no number")
-                continue
-            try:
-                value = eval(line.expression, namespace)
-            except Exception as error:  # the message names the line, whatever went wrong
-                out.append(f"{where}: {line.expression} failed: {type(error).__name__}: {error}")
-                continue
-            if not _close(value, written):
-                out.append(f"{where}: the page says {line.text!r}, {block.files} give {value!r}")
+        for line in block.lines if not missing else []:
+            if not line.let:
+                spans = _spans(line.text, region, previous)
+                if not spans:
+                    out.append(f"{name}:{line.lineno}: {line.text!r} is not in the text above")
+                covered += spans
+            problem = _check(line, namespace, block.files)
+            if problem:
+                out.append(f"{name}:{line.lineno}: {problem}")
         previous = block.end
     for m in MEASURED.finditer(masked):
         if VERSION.search(masked[max(0, m.start() - 12) : m.start()]):
