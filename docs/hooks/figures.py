@@ -15,7 +15,8 @@ comes from; rendered pages (the site, GitHub's README) do not show it:
 Each line ``TEXT = EXPRESSION`` says: ``TEXT`` is written in the text since the previous
 ``figures`` comment (the comment's *region*), and the numbers in it are the expression's
 value rounded as written (``17.8x`` is any value in [17.75, 17.85]; ``125.9 k`` is read as
-125,900 and ``4.3e-08`` as 4.3e-08, each to half its last digit; a range ``2.4-2.5x`` or
+125,900 and ``4.3e-08`` as 4.3e-08, each to half its last digit, and ``about 410x`` to
+half of ten; a range ``2.4-2.5x`` or
 ``8 of 8`` needs a pair; ``a | b | c`` are cells of one table row, in order). The
 expression is Python over the comment's files (named after ``figures:``, paths under
 docs/results):
@@ -131,6 +132,8 @@ def written_numbers(text: str) -> list[tuple[float, float]]:
     for m in NUMBER.finditer(text):
         digits = m["digits"].replace(",", "")
         decimals = len(digits.split(".")[1]) if "." in digits else 0
+        if text.startswith("about ") and not decimals:  # "about 410x": 2 significant digits
+            decimals = -(len(digits) - len(digits.rstrip("0")))
         scale = {"k": 1e3, "M": 1e6}.get((m["k"] or "").strip(), 1.0)
         scale *= 10.0 ** int(m["exp"] or 0)  # 4.3e-08
         value = float(digits) * scale * (-1 if m["sign"] else 1)
