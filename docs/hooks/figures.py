@@ -27,7 +27,8 @@ docs/results):
 - ``data()`` / ``data("other.json")``: a whole file (a JSON value; a JSONL file is the
   list of its lines);
 - ``mean``, ``median``, ``values`` (a dict's values as a list) and Python's ``min``,
-  ``max``, ``sum``, ``len``, ``abs``, ``round``, ``sorted``, ``all``, ``any``.
+  ``max``, ``sum``, ``len``, ``abs``, ``round``, ``sorted``, ``all``, ``any``, ``list``,
+  ``zip``, ``enumerate``, ``range``.
 
 A line ``let NAME = EXPRESSION`` names a value for the lines below it. A line
 ``TEXT: why`` says that a number in the region is not a measurement (a setting, a
@@ -219,6 +220,7 @@ def _namespace(files: list[str]) -> dict[str, Any]:
         "median": statistics.median,
         "values": lambda d: list(d.values()),
         **{f.__name__: f for f in (min, max, sum, len, abs, round, sorted, all, any, list)},
+        **{f.__name__: f for f in (enumerate, range)},
         **{"zip": zip, "math": math},
     }
 
