@@ -139,6 +139,7 @@ def test_figures_are_read_with_the_rounding_they_are_written_with():
     assert figures.written_numbers("121-127 k") == [(121e3, 500.0), (127e3, 500.0)]
     assert figures.written_numbers("about 410x") == [(410.0, 5.0)]
     assert figures.written_numbers("410x") == [(410.0, 0.5)]
+    assert figures.written_numbers("24k-49k") == [(24e3, 500.0), (49e3, 500.0)]
     assert figures.written_numbers("196,608") == [(196608.0, 0.5)]
     half = pytest.approx(0.05)
     assert figures.written_numbers("2.4-2.5x") == [(2.4, half), (2.5, half)]

@@ -129,7 +129,7 @@ def blocks(page: str) -> list[Block]:
 def written_numbers(text: str) -> list[tuple[float, float]]:
     """The numbers in a figure as written, each with its rounding: ``"125.9 k"`` ->
     ``[(125900.0, 50.0)]``; ``"2.4-2.5x"`` -> ``[(2.4, 0.05), (2.5, 0.05)]``."""
-    out = []
+    out, previous_bare = [], False
     for m in NUMBER.finditer(text):
         digits = m["digits"].replace(",", "")
         decimals = len(digits.split(".")[1]) if "." in digits else 0
@@ -138,9 +138,11 @@ def written_numbers(text: str) -> list[tuple[float, float]]:
         scale = {"k": 1e3, "M": 1e6}.get((m["k"] or "").strip(), 1.0)
         scale *= 10.0 ** int(m["exp"] or 0)  # 4.3e-08
         value = float(digits) * scale * (-1 if m["sign"] else 1)
-        if m["k"] and out and text[m.start() - 1 : m.start()] == "-":  # 121-127 k
-            out[-1] = (out[-1][0] * scale, out[-1][1] * scale)
+        bare = not m["k"]
+        if m["k"] and out and previous_bare and text[m.start() - 1 : m.start()] == "-":
+            out[-1] = (out[-1][0] * scale, out[-1][1] * scale)  # 121-127 k
         out.append((value, 0.5 * 10.0**-decimals * scale))
+        previous_bare = bare
     return out
 
 
