@@ -28,7 +28,7 @@ docs/results):
   list of its lines);
 - ``mean``, ``median``, ``values`` (a dict's values as a list) and Python's ``min``,
   ``max``, ``sum``, ``len``, ``abs``, ``round``, ``sorted``, ``all``, ``any``, ``list``,
-  ``zip``, ``enumerate``, ``range``.
+  ``zip``, ``enumerate``, ``range``, ``float``, ``int``, ``str``.
 
 A line ``let NAME = EXPRESSION`` names a value for the lines below it. A line
 ``TEXT: why`` says that a number in the region is not a measurement (a setting, a
@@ -222,7 +222,7 @@ def _namespace(files: list[str]) -> dict[str, Any]:
         "median": statistics.median,
         "values": lambda d: list(d.values()),
         **{f.__name__: f for f in (min, max, sum, len, abs, round, sorted, all, any, list)},
-        **{f.__name__: f for f in (enumerate, range)},
+        **{f.__name__: f for f in (enumerate, range, float, int, str)},
         **{"zip": zip, "math": math},
     }
 
