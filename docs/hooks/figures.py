@@ -37,7 +37,8 @@ decimal, a ratio ``1.7x``, a percentage, a time ``33 s`` or ``9.4 ms``, ``125.9 
 ``N of M``) must sit inside one of the comment's TEXTs, and every TEXT must be in the
 region: changing a figure on a page, or adding one without saying where it comes from,
 makes ``problems`` report it. tests/test_docs_figures.py runs that on every page and the
-README; as an mkdocs hook, the site's strict build fails on it too.
+README; as an mkdocs hook, the site's strict build fails on it too (and the built pages
+leave the comments out).
 
 Nothing here imports fxrl or torch: the checks read the files alone.
 """
@@ -294,7 +295,8 @@ def problems(page: str, name: str) -> list[str]:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    """Warn (so ``--strict`` fails) about each figure the results do not back."""
+    """Warn (so ``--strict`` fails) about each figure the results do not back; the built
+    page leaves the comments out."""
     for problem in problems(markdown, f"docs/{page.file.src_uri}"):
         log.warning(problem)
-    return markdown
+    return BLOCK.sub("", markdown)
