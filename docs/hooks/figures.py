@@ -103,9 +103,11 @@ class Block:
 
 
 def blocks(page: str) -> list[Block]:
-    """The ``figures`` comments of a page, in order."""
-    out = []
+    """The ``figures`` comments of a page, in order (not those shown in code blocks)."""
+    out, code = [], _mask_code(page)
     for match in BLOCK.finditer(page):
+        if code[match.start()] != "<":
+            continue
         first = page.count("\n", 0, match.start()) + 1
         lines = []
         for i, raw in enumerate(match["body"].split("\n")):
@@ -147,13 +149,21 @@ def written_numbers(text: str) -> list[tuple[float, float]]:
     return out
 
 
+def _blank(m: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
 def _mask(page: str) -> str:
     """The page with what is not prose blanked out (same length, so offsets hold): code
     blocks and spans, HTML comments and tags, link targets."""
+    text = re.sub(r"<!--.*?-->", _blank, _mask_code(page), flags=re.S)
+    text = re.sub(r"(`+)(?:(?!\n\s*\n).)+?\1", _blank, text, flags=re.S)
+    text = re.sub(r"\]\([^)]*\)", _blank, text)
+    return re.sub(r"<[a-zA-Z/][^>]*>", _blank, text)
 
-    def blank(m: re.Match) -> str:
-        return re.sub(r"[^\n]", " ", m.group(0))
 
+def _mask_code(page: str) -> str:
+    """The page with its fenced and indented code blocks blanked out."""
     lines, fence, code = page.split("\n"), None, False
     for i, line in enumerate(lines):
         opening = re.match(r"\s*(`{3,}|~{3,})", line)
@@ -168,11 +178,7 @@ def _mask(page: str) -> str:
             code = False
             continue
         lines[i] = " " * len(line)
-    text = "\n".join(lines)
-    text = re.sub(r"<!--.*?-->", blank, text, flags=re.S)
-    text = re.sub(r"(`+)(?:(?!\n\s*\n).)+?\1", blank, text, flags=re.S)
-    text = re.sub(r"\]\([^)]*\)", blank, text)
-    return re.sub(r"<[a-zA-Z/][^>]*>", blank, text)
+    return "\n".join(lines)
 
 
 def _spans(text: str, region: str, offset: int) -> list[tuple[int, int]]:
@@ -299,4 +305,6 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     page leaves the comments out."""
     for problem in problems(markdown, f"docs/{page.file.src_uri}"):
         log.warning(problem)
-    return BLOCK.sub("", markdown)
+    for block in reversed(blocks(markdown)):
+        markdown = markdown[: block.start] + markdown[block.end :]
+    return markdown
