@@ -157,7 +157,9 @@ def test_figures_are_read_with_the_rounding_they_are_written_with():
 def test_what_is_not_prose_is_not_read_as_a_figure():
     page = (
         "Text 1.5x.\n\n```python\nx = 2.5  # 3.5x\n```\n\n    .venv/bin/python a.py --lr 0.5\n\n"
-        '`ratio 4.5x` and [a link](b.md#c-6.5) <img width="8.5">\n<!-- 9.5x -->\n'
+        '`ratio 4.5x` and [a link](b.md#c-6.5) <img width="8.5">\n<!-- 9.5x -->\n\n'
+        "On torch 2.13 and Python 3.10.\n\n"
+        "```text\nShown: 4.5x.\n\n<!-- figures: none.jsonl\n4.5x = 1\n-->\n```\n"
     )
     found = figures.problems(page, "p.md")
     assert [p.split(": ", 1)[1] for p in found] == [
