@@ -104,8 +104,9 @@ average 333.3, between 20 and 500 (2 of 3 at 480 or more), every 30 s.
 17.8x = row(ratio="a/b")["value"]
 125.9 k = row(case="ppo", steps_per_s=125944.7)["steps_per_s"]
 0.75x = row(case="dqn")["value"]
-333.3 = mean(data("e.json")["returns"])
-2 of 3 = sum(r >= 480 for r in data("e.json")["returns"]), len(data("e.json")["returns"])
+let returns, n = data("e.json")["returns"], 3
+333.3 = mean(returns)
+2 of 3 = sum(r >= 480 for r in returns), n
 30 s: how often the loop writes a curve, a setting
 -->
 """
@@ -127,6 +128,7 @@ def test_a_page_whose_figures_are_the_files_has_no_problems(results):
         ("b.jsonl, e.json", "b.jsonl, f.json", "no file docs/results/f.json"),
         ("30 s: how", "30 s how", "expected 'TEXT = EXPRESSION' or 'TEXT: why'"),
         ("= mean(", "= 1 + mean(", "the page says '333.3'"),
+        ("returns, n = data", "returns, n, m = data", "failed: ValueError"),  # let unpacks
     ],
 )
 def test_a_page_that_disagrees_with_its_files_says_where(results, old, new, problem):
