@@ -1,13 +1,16 @@
 """DQN on the pure CartPole-v1, several seeds vmapped in one program, judged in gymnasium.
 
-    python examples/dqn_cartpole.py --seeds 4 --out docs/results/dqn_cartpole
+    python examples/dqn_cartpole.py --seeds 4              # writes runs/dqn_cartpole/
 
 Trains ``dqn.Config()`` (PureJaxRL's DQN settings, 500k env steps per seed) for all seeds
 at once with ``torch.func.vmap(algo.update)``, writes one JSON line per iteration to
 ``OUT/metrics.jsonl`` (flushed as it goes), plots the per-seed training returns to
 ``OUT/returns.png``, then plays each seed's greedy policy for 10 episodes in gymnasium's
 own ``CartPole-v1`` every ``--eval-every`` steps (``OUT/eval.jsonl``) and at the end
-(``OUT/eval.json``): the claim is per seed, on gymnasium.
+(``OUT/eval.json``): the claim is per seed, on gymnasium. ``OUT`` is ``--out`` (default
+``runs/dqn_cartpole``); the run the docs quote was recorded into the repository with
+``OMP_NUM_THREADS=1 ... --seeds 4 --out docs/results/dqn_cartpole`` (its
+``command.txt``); record there only to update those figures.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the key all seeds come from")
     parser.add_argument("--total-steps", type=int, default=500_000, help="env steps per seed")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    parser.add_argument("--out", default="docs/results/dqn_cartpole", help="run directory")
+    parser.add_argument("--out", default="runs/dqn_cartpole", help="run directory")
     parser.add_argument("--eval-every", type=int, default=50_000, help="env steps between evals")
     parser.add_argument(
         "--stop-when-solved",

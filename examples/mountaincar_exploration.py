@@ -1,13 +1,13 @@
 """How often does exploration noise alone reach MountainCarContinuous-v0's flag?
 
-    .venv/bin/python examples/mountaincar_exploration.py \
-        > docs/results/mountaincar_exploration.jsonl
+    .venv/bin/python examples/mountaincar_exploration.py > runs/mountaincar_exploration.jsonl
 
 An actor that pushes nothing (a fresh TD3 actor is close to it), plus each kind of
 acting noise, on fxrl's pure MountainCarContinuous-v0: 256 envs for 2000 steps each,
 counting the episodes that ended at the flag. Per-step Gaussian noise rarely gets there;
 Ornstein-Uhlenbeck noise, which holds a push for ~1/theta steps, does so most of the time.
-Prints one JSON line per noise setting.
+Prints one JSON line per noise setting (the docs quote the lines kept in
+``docs/results/mountaincar_exploration.jsonl``, printed by this script).
 """
 
 from __future__ import annotations

@@ -1,22 +1,25 @@
 """int8 Pong policy: does it play what the float32 one plays?
 
     python examples/dqn_pong_export.py --min-frames 8000 --save-params dqn.pt   # train briefly
-    python examples/quantize_pong.py --params dqn.pt --out docs/results/pong_int8.json
-    # a DQN whose greedy actions vary (30,000 frames, DQN's usual schedule, ~17 min):
+    python examples/quantize_pong.py --params dqn.pt --out runs/pong_int8.json
+    # a DQN whose greedy actions vary (30,000 frames, DQN's usual schedule):
     python examples/dqn_pong_video.py --frames 30000 --video-steps 400 --out runs/pong30k
     python examples/quantize_pong.py --params runs/pong30k/checkpoint.safetensors \
-        --out docs/results/pong_int8_30k.jsonl
+        --out runs/pong_int8_30k.jsonl
+
+(The docs quote ``docs/results/pong_int8.json`` and ``docs/results/pong_int8_30k.jsonl``,
+written by these two commands with ``--out`` there.)
 
 The policy is examples/export_pong_policy.py's (raw uint8 screen -> resize 84 nearest ->
 grayscale -> Nature DQN -> argmax). It is exported twice with ``fxrl.export.to_onnx``: in
 float32, and with ``quantize="int8"`` calibrated on screens recorded while the float32
 policy plays (every screen of ``--calibration-episodes`` episodes from
-``--calibration-seed``; one episode's every 4th screen agreed less, 95.7% against 97.4%
-on the 30k-frame DQN). Then:
+``--calibration-seed``; one episode's every 4th screen agreed less on the 30k-frame DQN).
+Then:
 
 1. one recorded episode (``--seed``): the float32 policy plays it; the int8 policy is asked
-   for an action on every screen of it; the fraction of equal actions is reported (target
-   >= 99%), with the Q-value gap between the best two actions where they differ;
+   for an action on every screen of it; the fraction of equal actions is reported (the
+   goal: 99% or more), with the Q-value gap between the best two actions where they differ;
 2. ``--episodes`` episodes (seeds ``--seed + 1``...), each played once by each policy on its
    own emulator (ALE/Pong-v5's frameskip 4 and sticky actions 0.25, seeded): the returns.
 
