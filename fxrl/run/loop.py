@@ -435,6 +435,7 @@ def _run(
         saved = iteration
 
     t_start, last_ckpt, last_plot, first_call = time.perf_counter(), time.perf_counter(), 0.0, None
+    plot_wait = plot_every
     session_iters = 0
     stop = _Stop()
     try:
@@ -468,9 +469,11 @@ def _run(
                 if now - last_ckpt >= checkpoint_every:
                     save()
                     last_ckpt = now
-                if now - last_plot >= plot_every:
+                if now - last_plot >= plot_wait:
                     _plot(run_dir, info)
-                    last_plot = now
+                    last_plot = time.perf_counter()
+                    # a long run's plot reads a long file: at most a tenth of the time
+                    plot_wait = max(plot_every, 10 * (last_plot - now))
             if stop.requested:
                 by = "" if stop.signal == signal.SIGINT else f" by {_name(stop.signal)}"
                 bar.log(f"interrupted{by} at step {steps:,}: writing a checkpoint")
