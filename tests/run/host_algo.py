@@ -80,8 +80,13 @@ def make(config: Config) -> Algorithm:
             handle["state"], _ = host.step(handle["state"], action)
         steps = state.steps + config.num_steps
         nan = torch.tensor(float("nan"))
-        metrics = {"steps": steps, "episodes": torch.zeros((), dtype=torch.int64),
-                   "episode_return": nan, "episode_length": nan, "loss": torch.zeros(())}  # fmt: skip
+        metrics = {
+            "steps": steps,
+            "episodes": torch.zeros((), dtype=torch.int64),
+            "episode_return": nan,
+            "episode_length": nan,
+            "loss": torch.zeros(()),
+        }
         return TrainState(state.params, key, steps), metrics
 
     return Algorithm(init, update, policy, config, envs.make(config.env), config.num_steps)
