@@ -499,13 +499,13 @@ _STOPPING_FAILURES = (checkpoint.WriteError, HostEnvError, torch.OutOfMemoryErro
 def _kept(run_dir: Path, iteration: int, saved: int | None) -> str:
     if saved is None:
         return (
-            f"The run stopped at iteration {iteration}, before its first checkpoint; once this "
-            f"is fixed, `fxrl resume {run_dir}` starts it again from its key."
+            f"The run stopped after iteration {iteration}, before its first checkpoint; once "
+            f"this is fixed, `fxrl resume {run_dir}` starts it again from its key."
         )
     return (
-        f"The run stopped at iteration {iteration}; its last checkpoint (iteration {saved}) "
-        f"and metrics are kept, and once this is fixed `fxrl resume {run_dir}` continues "
-        "from there."
+        f"The run stopped after iteration {iteration}; its last checkpoint (iteration "
+        f"{saved}) and metrics are kept, and once this is fixed `fxrl resume {run_dir}` "
+        "continues from there."
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fxrl.algorithms.core import combination_names
+from fxrl.run.checkpoint import written_atomically
 
 __all__ = ["curve", "plot_runs", "plot_sweep", "seed_curves"]
 
@@ -254,8 +255,9 @@ def _save(fig: Any, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with written_atomically(path) as tmp:  # a failed write (a full disk): WriteError
+            fig.savefig(tmp)
+    finally:
+        plt.close(fig)
     return path
