@@ -7,7 +7,7 @@
 default, eager with ``compile=False``; a task ensemble's agents each run their own env
 params, ``fxrl.run.tasks``). After every iteration the loop appends one metrics row per seed, checks
 the losses and params are finite, and updates the progress bar; every ``checkpoint_every``
-seconds (and at the end, or on Ctrl-C) it writes ``checkpoints/latest.safetensors`` (the
+seconds (and at the end, or on Ctrl-C, SIGTERM or SIGUSR1) it writes ``checkpoints/latest.safetensors`` (the
 one before becomes ``previous.safetensors``) and, if the mean return across seeds is the
 best so far, ``best.safetensors``.
 
@@ -17,6 +17,13 @@ checkpoint holds every leaf of the TrainState with its memory layout, a ``latest
 checkpoint exists intact at every moment (Ctrl-C, a second Ctrl-C or SIGKILL anywhere,
 mid-write included), metrics rows written after it are dropped and written again, and a
 run killed before its first checkpoint starts again from its key.
+
+On a cluster (docs/guide/resume.md, "On a cluster or a shared machine"): SIGTERM and
+SIGUSR1 stop a run as Ctrl-C does; the run directory is held by its process
+(``fxrl.run.lock``: a second train or resume on it raises ``RunLockedError``); a write that
+fails (no space, a quota) raises ``WriteError``, a host env that raises ``HostEnvError``
+and running out of memory torch's ``OutOfMemoryError`` or ``MemoryError``, each in one
+line saying what the run kept (its last checkpoint and metrics, as they were).
 """
 
 from __future__ import annotations
