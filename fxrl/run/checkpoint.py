@@ -85,7 +85,7 @@ class WriteError(OSError):
 
     def __init__(self, path: str | Path, cause: OSError, more: str = "") -> None:
         super().__init__(cause.errno, cause.strerror or str(cause))
-        self.path, self.cause = Path(path), cause
+        self.path, self.cause, self._more = Path(path), cause, more
         why = cause.strerror or str(cause)
         self.message = (
             f"could not write {self.path}: {why}. {self.path.name} was left as it "
@@ -94,6 +94,9 @@ class WriteError(OSError):
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled across processes as it was built
+        return (WriteError, (self.path, self.cause, self._more))
 
     def with_context(self, more: str) -> WriteError:
         """The same error with ``more`` said after it (what the caller kept, what to run)."""

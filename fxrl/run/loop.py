@@ -7,9 +7,9 @@
 default, eager with ``compile=False``; a task ensemble's agents each run their own env
 params, ``fxrl.run.tasks``). After every iteration the loop appends one metrics row per seed, checks
 the losses and params are finite, and updates the progress bar; every ``checkpoint_every``
-seconds (and at the end, or on Ctrl-C, SIGTERM or SIGUSR1) it writes ``checkpoints/latest.safetensors`` (the
-one before becomes ``previous.safetensors``) and, if the mean return across seeds is the
-best so far, ``best.safetensors``.
+seconds (and at the end, or on Ctrl-C, SIGTERM or SIGUSR1) it writes
+``checkpoints/latest.safetensors`` (the one before becomes ``previous.safetensors``) and,
+if the mean return across seeds is the best so far, ``best.safetensors``.
 
 A resumed run equals the uninterrupted one bit for bit (same threads, versions and
 machine; docs/guide/resume.md): the run's randomness is all in the TrainState's keys, a
@@ -438,7 +438,12 @@ def _run(
         nonlocal best, saved
         m = {**_expect(info), "iteration": iteration, "steps": steps, "returns": returns,
              "time": round(t_before + time.perf_counter() - t_start, 3)}  # fmt: skip
-        best = save_checkpoints(run_dir / "checkpoints", state, m, best)
+        try:
+            best = save_checkpoints(run_dir / "checkpoints", state, m, best)
+        except checkpoint.WriteError as e:
+            if e.path.name == "best.safetensors":  # written after latest, which is done
+                saved = iteration
+            raise
         saved = iteration
 
     t_start, last_ckpt, last_plot, first_call = time.perf_counter(), time.perf_counter(), 0.0, None

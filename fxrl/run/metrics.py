@@ -88,13 +88,15 @@ class MetricsWriter:
 
             self._tb = SummaryWriter(str(self.dir / "tensorboard"))
 
-    def _rewrite(self, keep_until: int | None = None, more: list[dict[str, Any]] = ()) -> None:
+    def _rewrite(
+        self, keep_until: int | None = None, more: list[dict[str, Any]] | None = None
+    ) -> None:
         """Write both files again from the rows on disk (those up to ``keep_until``) and
         ``more``, atomically: a kill or a full disk meanwhile must not lose history."""
         rows = read_rows(self.jsonl_path) if self.jsonl_path.exists() else []
         if keep_until is not None:
             rows = [r for r in rows if r["iteration"] <= keep_until]
-        rows += more
+        rows += more or []
         csv_columns = _columns(rows)
         atomic_write(self.jsonl_path, "".join(json.dumps(r) + "\n" for r in rows).encode())
         atomic_write(self.csv_path, _csv_text(csv_columns, rows, header=True).encode())
