@@ -137,10 +137,9 @@ def test_a_metrics_write_that_fails_leaves_no_half_row_behind(stopped, runs):
     after = files(stopped)
     for name in ("metrics.jsonl", "metrics.csv", "config.json"):
         assert after[name] == before[name], name
+    # byte for byte the stopped run, which resumes exactly (the test above)
     assert files(stopped / "checkpoints") == files(runs[0] / "checkpoints")
     assert not leftovers(stopped, stopped / "checkpoints")
-    fxrl(["resume", stopped, "--quiet"])
-    assert_same_run(stopped, runs[1])
 
 
 def test_an_export_that_fails_leaves_the_policy_file_there_was(stopped):
