@@ -7,11 +7,12 @@ Two processes writing one run directory would write over each other's checkpoint
 metrics, so ``fxrl train --out DIR`` and ``fxrl resume DIR`` hold ``DIR/run.lock`` while
 they live: a JSON file naming the owner (pid, host, command, start time) under an
 exclusive POSIX record lock (``fcntl.lockf``). The kernel releases that lock when the
-owner's process ends, however it ends (SIGKILL, a lost machine: NFS releases a dead
-client's locks when its lease ends), so a lock file left behind by a dead process is taken
-over by the next run, and a run never waits for a lock nobody holds. A normal exit also
-removes the file. On a filesystem without record locks the owner's pid decides instead: a
-lock naming a pid that is not alive on this host is stale and taken over.
+owner's process ends, however it ends (SIGKILL included; on NFS a node lost altogether
+loses its locks when its lease with the server ends), so a lock file left behind by a
+dead process is taken over by the next run, and a run never waits for a lock nobody
+holds. A normal exit also removes the file. On a filesystem without record locks the
+owner's pid decides instead: a lock naming a pid that is not alive on this host is stale
+and taken over.
 """
 
 from __future__ import annotations
