@@ -104,9 +104,13 @@ def _report(result: Any) -> int:
 
     d = result.run_dir
     print(f"{d}: {result.steps:,} steps per seed, {return_stats(result.returns)}")
-    if result.interrupted:
-        print(f"interrupted; checkpoint written. Continue with: fxrl resume {d}")
-        return 130
+    if result.interrupted:  # Ctrl-C, or a scheduler's SIGTERM/SIGUSR1: 128 + the signal
+        import signal
+
+        signum = result.signal or signal.SIGINT
+        by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+        print(f"interrupted{by}; checkpoint written. Continue with: fxrl resume {d}")
+        return 128 + signum
     print(f"next: fxrl eval {d} --gymnasium | fxrl export {d} --format onnx | fxrl plot {d}")
     return 0
 

@@ -30,7 +30,28 @@ from torch._subclasses.fake_tensor import FakeTensor
 from fxrl import random, specs, tree
 from fxrl.envs.core import Env, TimeStep
 
-__all__ = ["HostEnv", "HostState", "gym", "seeds_from_key"]
+__all__ = ["HostEnv", "HostEnvError", "HostState", "gym", "seeds_from_key"]
+
+
+class HostEnvError(RuntimeError):
+    """A host env (gymnasium, ALE) raised inside ``reset`` or ``step``: the message names
+    the env, what it raised and what to do; the env's own exception is the ``__cause__``."""
+
+
+def _failure(env: HostEnv, method: str, e: BaseException) -> HostEnvError:
+    cause = " ".join(str(e).split())
+    cause = f"{type(e).__name__}: {cause[:300]}" if cause else type(e).__name__
+    if isinstance(e, EOFError | BrokenPipeError | ConnectionResetError):
+        fix = (
+            "A worker process of its vector env died (killed, or out of memory); build it "
+            "with asynchronous=False to see the env's own error"
+        )
+    else:
+        fix = (
+            "The env's own code failed, not fxrl's: run the env alone to see where "
+            "(FXRL_TRACEBACK=1 shows the traceback here), then fix or reinstall it"
+        )
+    return HostEnvError(f"host env {env!r} raised in {method}: {cause}. {fix}.")
 
 
 class HostState:
@@ -238,7 +259,10 @@ class HostEnv(Env):
                 f"{self!r}.reset: key must be an int64 [2] tensor from "
                 f"fxrl.random.key(seed), got {key!r}."
             )
-        obs, info = self.gymnasium_env.reset(seed=seeds_from_key(key, self.num_envs))
+        try:
+            obs, info = self.gymnasium_env.reset(seed=seeds_from_key(key, self.num_envs))
+        except Exception as e:
+            raise _failure(self, "reset", e) from e
         obs = self._obs(obs)
         shape = self.batch_shape
         ts = TimeStep(
@@ -295,7 +319,10 @@ class HostEnv(Env):
 
     def _step_one(self, state: HostState, raw: Any) -> tuple[HostState, TimeStep]:
         env = self.gymnasium_env
-        obs, reward, terminated, truncated, info = env.step(raw)
+        try:
+            obs, reward, terminated, truncated, info = env.step(raw)
+        except Exception as e:  # the env's own failure, said in one line naming the env
+            raise _failure(self, "step", e) from e
         obs = self._obs(obs)
         # scalar_tensor: a third of torch.tensor's cost, which shows next to CartPole
         ts = TimeStep(
@@ -307,14 +334,20 @@ class HostEnv(Env):
         )
         next_obs = obs
         if self._auto_reset and (terminated or truncated):
-            next_obs, _ = env.reset()  # no seed: gymnasium's stream goes on
+            try:
+                next_obs, _ = env.reset()  # no seed: gymnasium's stream goes on
+            except Exception as e:
+                raise _failure(self, "reset", e) from e
             next_obs = self._obs(next_obs)
         ts.info.update(self._info(info, next_obs))
         self._latest = HostState(self, next_obs, state.serial + 1)
         return self._latest, ts
 
     def _step_vector(self, state: HostState, raw: Any) -> tuple[HostState, TimeStep]:
-        obs, reward, terminated, truncated, info = self.gymnasium_env.step(raw)
+        try:
+            obs, reward, terminated, truncated, info = self.gymnasium_env.step(raw)
+        except Exception as e:
+            raise _failure(self, "step", e) from e
         next_obs = self._obs(obs)
         obs = next_obs
         if self._auto_reset and "_final_obs" in info and info["_final_obs"].any():

@@ -12,7 +12,9 @@
     run.train("ppo", ppo.Config(), "runs/poles", tasks=8,
               task_ranges={"length": (0.25, 1.0)})  # a task ensemble, one vmapped update
 
-Modules: ``loop`` (train/resume), ``checkpoint`` (safetensors, atomic, checked),
+Modules: ``loop`` (train/resume; SIGTERM and SIGUSR1 stop a run as Ctrl-C does),
+``checkpoint`` (safetensors, atomic, checked; a write that fails raises ``WriteError`` and
+leaves the file as it was), ``lock`` (a run directory held by its live process),
 ``metrics`` (metrics.jsonl/csv, TensorBoard), ``plots``, ``progress``, ``evaluate``,
 ``export_run``, ``config_io`` (config.json), ``train_flags`` (the CLI's flags), ``sweep``
 (``--sweep``, rows tagged by combination, ``--pick``), ``tasks`` (``--tasks``, task
@@ -22,9 +24,10 @@ export`` read), ``demo``.
 """
 
 from fxrl.run import checkpoint
-from fxrl.run.checkpoint import CheckpointError
+from fxrl.run.checkpoint import CheckpointError, WriteError
 from fxrl.run.evaluate import evaluate_run, load_run
 from fxrl.run.export_run import export_run
+from fxrl.run.lock import RunLockedError
 from fxrl.run.loop import InexactResumeWarning, NonFiniteError, RunResult, resume, train
 from fxrl.run.plots import plot_runs
 
@@ -32,7 +35,9 @@ __all__ = [
     "CheckpointError",
     "InexactResumeWarning",
     "NonFiniteError",
+    "RunLockedError",
     "RunResult",
+    "WriteError",
     "checkpoint",
     "evaluate_run",
     "export_run",

@@ -10,16 +10,21 @@ tensor bytes, the fxrl and torch versions and whatever the caller adds (algorith
 config, iteration). Loading rebuilds the tree from a *template* (``vmap(algo.init)(keys)``)
 and fills its leaves by name, so no code is unpickled. The file is written to a temporary
 name in the same directory, fsynced, then renamed over the old one: a crash mid-write
-leaves the previous checkpoint as it was.
+leaves the previous checkpoint as it was, and so does a write that fails (a full disk, a
+quota, a file-size limit, permissions), which raises ``WriteError`` naming the file, the
+cause and the fix.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
 import signal
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +38,14 @@ from fxrl import tree
 __all__ = [
     "FORMAT",
     "CheckpointError",
+    "WriteError",
+    "append_text",
     "atomic_write",
     "load",
     "read_meta",
     "remove_temporary",
     "save",
+    "written_atomically",
 ]
 
 FORMAT = 1
@@ -70,24 +78,117 @@ def _digest(tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def atomic_write(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half.
+class WriteError(OSError):
+    """A file could not be written: no space left, a quota, a file-size limit, a read-only
+    or foreign directory. The file it was to replace is as it was before; the message names
+    the file, the cause and the fix."""
 
-    Temporary file in the same directory, fsync, ``os.replace``, fsync of the directory.
+    def __init__(self, path: str | Path, cause: OSError, more: str = "") -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.path, self.cause, self._more = Path(path), cause, more
+        why = cause.strerror or str(cause)
+        self.message = (
+            f"could not write {self.path}: {why}. {self.path.name} was left as it "
+            f"was. {_fix(cause.errno, self.path.parent)}{more}"
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled across processes as it was built
+        return (WriteError, (self.path, self.cause, self._more))
+
+    def with_context(self, more: str) -> WriteError:
+        """The same error with ``more`` said after it (what the caller kept, what to run)."""
+        return WriteError(self.path, self.cause, more=f" {more}")
+
+
+def _fix(code: int | None, where: Path) -> str:
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"Free space on the disk of {where} (df -h {where}), or raise your quota."
+    if code == errno.EFBIG:
+        return "Raise the file-size limit (ulimit -f), or write to another disk."
+    if code in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"Make {where} writable (it is read-only or not yours), or write elsewhere."
+    return f"Check the disk of {where}."
+
+
+def written_atomically(
+    path: str | Path, *, keep: Path | None = None
+) -> contextlib.AbstractContextManager[Path]:
+    """``with written_atomically(path) as tmp:`` write ``tmp`` (a name in ``path``'s
+    directory with ``path``'s suffix, so writers that pick a format by extension pick the
+    same); at the end of the block it is fsynced and renamed over ``path``. If the block
+    raises, ``tmp`` is removed and ``path`` is untouched; an ``OSError`` (no space, a
+    quota, permissions) becomes a ``WriteError`` naming ``path``.
+
+    Args:
+      path: the file to write.
+      keep: if given and ``path`` exists, the old ``path`` becomes ``keep`` (a hard link
+        renamed into place) once the new file is written and before it replaces ``path``:
+        at every moment an intact ``path`` exists, and a failed write changes neither.
     """
-    path = Path(path)
-    tmp = path.with_name(f"{TMP_PREFIX}{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    _test_hook(path)
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
+    return _written_atomically(Path(path), keep)
+
+
+@contextlib.contextmanager
+def _written_atomically(path: Path, keep: Path | None) -> Iterator[Path]:
+    tmp = _temporary(path)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        if keep is not None and path.exists():
+            _link_over(path, keep)
+        _test_hook(path)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except Exception as e:  # a failure, not a kill: nothing half-written is left behind
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and not isinstance(e, WriteError):
+            raise WriteError(path, e) from e
+        raise
+
+
+def _temporary(path: Path) -> Path:
+    """``.NAME.tmp-PID.SUFFIX`` beside ``path`` (``remove_temporary`` finds those a crash left)."""
+    return path.with_name(f"{TMP_PREFIX}{path.name}.tmp-{os.getpid()}{path.suffix}")
+
+
+def _link_over(source: Path, target: Path) -> None:
+    """``target`` becomes ``source``'s content (a hard link renamed into place: atomic)."""
+    tmp = _temporary(target)
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(source, tmp)
+    except OSError:  # a filesystem without hard links
+        import shutil
+
+        shutil.copyfile(source, tmp)
+    os.replace(tmp, target)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def atomic_write(path: str | Path, data: bytes, *, keep: Path | None = None) -> Path:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half.
+
+    Temporary file in the same directory, fsync, ``os.replace``, fsync of the directory
+    (``written_atomically``; ``keep``: where the old file goes). A write that fails (no
+    space, a quota, permissions) removes the temporary file, leaves ``path`` as it was
+    and raises ``WriteError``.
+    """
+    path = Path(path)
+    with written_atomically(path, keep=keep) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
     return path
 
 
@@ -109,6 +210,28 @@ def _test_hook(path: Path) -> None:
             os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))
 
 
+def append_text(path: str | Path, text: str) -> Path:
+    """Append ``text`` to ``path`` (created if missing). A write that fails (no space, a
+    quota, a file-size limit) cuts the file back to its old length, so no half line is
+    left, and raises ``WriteError``."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size, view = os.fstat(fd).st_size, memoryview(text.encode())
+            try:
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError:
+                os.ftruncate(fd, size)  # shrinking a file needs no space
+                raise
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise WriteError(path, e) from e
+    return path
+
+
 def remove_temporary(directory: str | Path) -> list[Path]:
     """Delete the temporary files that writes interrupted by a crash left in ``directory``
     (``.NAME.tmp-PID``, never renamed over ``NAME``); returns them."""
@@ -118,15 +241,21 @@ def remove_temporary(directory: str | Path) -> list[Path]:
     return stale
 
 
-def save(path: str | Path, state: Any, meta: dict[str, Any] | None = None) -> Path:
+def save(
+    path: str | Path, state: Any, meta: dict[str, Any] | None = None, *, keep: Path | None = None
+) -> Path:
     """Write ``state`` (a pytree of tensors) and ``meta`` (JSON-able) to ``path`` atomically.
 
     Args:
       path: the checkpoint file (``.safetensors``); its directory must exist.
       state: the TrainState, batched over seeds or not.
       meta: extra header entries (algorithm, config, iteration, steps...).
+      keep: where the old ``path`` goes (``previous.safetensors``), once the new file is
+        written and before it replaces ``path``; a failed write changes neither.
     Returns:
       ``path``.
+    Raises:
+      WriteError: the file could not be written (no space...); ``path`` is as it was.
     """
     named = _named_leaves("checkpoint.save", state)
     # Cloned: safetensors refuses tensors that share storage (views of one buffer).
@@ -146,7 +275,7 @@ def save(path: str | Path, state: Any, meta: dict[str, Any] | None = None) -> Pa
         **(meta or {}),
     }
     data = _st_save(tensors, metadata={_KEY: json.dumps(header)})
-    return atomic_write(path, data)
+    return atomic_write(path, data, keep=keep)
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:

@@ -215,7 +215,8 @@ def evaluate_run(
             out["gymnasium"][s] = evaluate_gymnasium(
                 torch_actor(algo, params), env_id, episodes, seed, make=make
             )
-    (Path(run_dir) / "eval.json").write_text(json.dumps(out, indent=1) + "\n")
+    text = json.dumps(out, indent=1) + "\n"
+    checkpoint.atomic_write(Path(run_dir) / "eval.json", text.encode())  # a full disk: WriteError
     return out
 
 

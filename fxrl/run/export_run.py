@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from fxrl import envs, random, specs, tree
+from fxrl.run.checkpoint import atomic_write, written_atomically
 from fxrl.run.evaluate import is_recurrent, load_run, seed_params
 
 __all__ = ["FORMATS", "export_run", "record_inputs"]
@@ -152,22 +153,25 @@ def export_run(
     path = Path(out) if out is not None else run_dir / f"policy{FORMATS[format]}"
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"seed": seed, "checkpoint": checkpoint_name, "steps": meta["steps"], "format": format}
-    if format == "onnx" and quantize is not None:
-        key_cal, key_check = random.split(random.fold_in(random.key(seed), 8)).unbind(0)
-        played = record_inputs(algo, params, key_cal, CALIBRATION_ENVS, CALIBRATION_STEPS)
-        # One input per entry for policy(params, obs), a tuple of inputs for more.
-        calibration = [c[0] if len(c) == 1 else c for c in _chunks(played, CHUNK)]
-        to_onnx(exported, path, quantize=quantize, calibration=calibration)
-        held_out = record_inputs(algo, params, key_check, CHECK_ENVS, CALIBRATION_STEPS)
-        discrete = isinstance(algo.env.action_spec, specs.Discrete)
-        record["quantize"] = quantize
-        record["calibration_frames"] = CALIBRATION_ENVS * CALIBRATION_STEPS
-        record["check"] = _agreement(exported, path, _chunks(held_out, CHUNK), discrete)
-    elif format == "onnx":
-        to_onnx(exported, path)
-    elif format == "pt2":
-        exported.save(path)
-    else:
-        to_aoti(exported, path)
-    path.with_name(path.name + ".json").write_text(json.dumps(record) + "\n")
+    # written beside `path` and renamed over it: a failed write (a full disk) leaves the
+    # file there was as it was and raises WriteError
+    with written_atomically(path) as tmp:
+        if format == "onnx" and quantize is not None:
+            key_cal, key_check = random.split(random.fold_in(random.key(seed), 8)).unbind(0)
+            played = record_inputs(algo, params, key_cal, CALIBRATION_ENVS, CALIBRATION_STEPS)
+            # One input per entry for policy(params, obs), a tuple of inputs for more.
+            calibration = [c[0] if len(c) == 1 else c for c in _chunks(played, CHUNK)]
+            to_onnx(exported, tmp, quantize=quantize, calibration=calibration)
+            held_out = record_inputs(algo, params, key_check, CHECK_ENVS, CALIBRATION_STEPS)
+            discrete = isinstance(algo.env.action_spec, specs.Discrete)
+            record["quantize"] = quantize
+            record["calibration_frames"] = CALIBRATION_ENVS * CALIBRATION_STEPS
+            record["check"] = _agreement(exported, tmp, _chunks(held_out, CHUNK), discrete)
+        elif format == "onnx":
+            to_onnx(exported, tmp)
+        elif format == "pt2":
+            exported.save(tmp)
+        else:
+            to_aoti(exported, tmp)
+    atomic_write(path.with_name(path.name + ".json"), (json.dumps(record) + "\n").encode())
     return path

@@ -307,13 +307,14 @@ def export_host_run(
     exported = export(run.policy, run.params, screens, dynamic_batch=True)
     path = Path(out) if out is not None else run_dir / f"policy{FORMATS[format]}"
     path.parent.mkdir(parents=True, exist_ok=True)
-    if format == "onnx":
-        to_onnx(exported, path)
-    elif format == "pt2":
-        exported.save(path)
-    else:
-        to_aoti(exported, path)
+    with checkpoint.written_atomically(path) as tmp:  # a failed write leaves `path` as it was
+        if format == "onnx":
+            to_onnx(exported, tmp)
+        elif format == "pt2":
+            exported.save(tmp)
+        else:
+            to_aoti(exported, tmp)
     record = {"seed": 0, "checkpoint": checkpoint_name, "steps": run.meta["steps"],
               "format": format, "env": run.config["env"]}  # fmt: skip
-    path.with_name(path.name + ".json").write_text(json.dumps(record) + "\n")
+    atomic_write(path.with_name(path.name + ".json"), (json.dumps(record) + "\n").encode())
     return path

@@ -7,9 +7,9 @@
 default, eager with ``compile=False``; a task ensemble's agents each run their own env
 params, ``fxrl.run.tasks``). After every iteration the loop appends one metrics row per seed, checks
 the losses and params are finite, and updates the progress bar; every ``checkpoint_every``
-seconds (and at the end, or on Ctrl-C) it writes ``checkpoints/latest.safetensors`` (the
-one before becomes ``previous.safetensors``) and, if the mean return across seeds is the
-best so far, ``best.safetensors``.
+seconds (and at the end, or on Ctrl-C, SIGTERM or SIGUSR1) it writes
+``checkpoints/latest.safetensors`` (the one before becomes ``previous.safetensors``) and,
+if the mean return across seeds is the best so far, ``best.safetensors``.
 
 A resumed run equals the uninterrupted one bit for bit (same threads, versions and
 machine; docs/guide/resume.md): the run's randomness is all in the TrainState's keys, a
@@ -17,6 +17,13 @@ checkpoint holds every leaf of the TrainState with its memory layout, a ``latest
 checkpoint exists intact at every moment (Ctrl-C, a second Ctrl-C or SIGKILL anywhere,
 mid-write included), metrics rows written after it are dropped and written again, and a
 run killed before its first checkpoint starts again from its key.
+
+On a cluster (docs/guide/resume.md, "On a cluster or a shared machine"): SIGTERM and
+SIGUSR1 stop a run as Ctrl-C does; the run directory is held by its process
+(``fxrl.run.lock``: a second train or resume on it raises ``RunLockedError``); a write that
+fails (no space, a quota) raises ``WriteError``, a host env that raises ``HostEnvError``
+and running out of memory torch's ``OutOfMemoryError`` or ``MemoryError``, each in one
+line saying what the run kept (its last checkpoint and metrics, as they were).
 """
 
 from __future__ import annotations
@@ -24,8 +31,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-import os
-import shutil
+import re
 import signal
 import threading
 import time
@@ -37,7 +43,9 @@ import torch
 
 from fxrl import random, tree
 from fxrl.algorithms.core import batched, check_sweep
+from fxrl.envs.host import HostEnvError
 from fxrl.run import checkpoint
+from fxrl.run import lock as run_lock
 from fxrl.run import tasks as run_tasks
 from fxrl.run.config_io import (
     algorithm_module,
@@ -71,7 +79,8 @@ class RunResult:
     iteration: int
     steps: int
     returns: dict[int, float]  # each seed's latest finished-episode return
-    interrupted: bool
+    interrupted: bool  # stopped by a signal (Ctrl-C, SIGTERM, SIGUSR1), checkpoint written
+    signal: int | None = None  # which one
 
 
 def train(
@@ -120,18 +129,20 @@ def train(
         batched(algo, num_seeds, compile, sweep=sweep)
     task_entry = _draw_tasks(algorithm, algo, config, tasks, task_ranges, sweep, seed)
     run_dir = Path(run_dir)
-    if (run_dir / "config.json").exists():
-        raise FileExistsError(
-            f"train: {run_dir} already holds a run. Continue it with `fxrl resume {run_dir}`, "
-            "or choose another --out."
-        )
-    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    write_run_config(
-        run_dir, algorithm, config, num_seeds=num_seeds, seed=seed, total_steps=total,
-        compile=compile, checkpoint_every=loop_kw.get("checkpoint_every"), sweep=sweep,
-        tasks=task_entry,
-    )  # fmt: skip
-    return _run(run_dir, read_run_config(run_dir), None, **loop_kw)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with run_lock.hold(run_dir, "train"):  # a live run there: RunLockedError names it
+        if (run_dir / "config.json").exists():
+            raise FileExistsError(
+                f"train: {run_dir} already holds a run. Continue it with `fxrl resume "
+                f"{run_dir}`, or choose another --out."
+            )
+        (run_dir / "checkpoints").mkdir(exist_ok=True)
+        write_run_config(
+            run_dir, algorithm, config, num_seeds=num_seeds, seed=seed, total_steps=total,
+            compile=compile, checkpoint_every=loop_kw.get("checkpoint_every"), sweep=sweep,
+            tasks=task_entry,
+        )  # fmt: skip
+        return _run(run_dir, read_run_config(run_dir), None, **loop_kw)
 
 
 def _draw_tasks(
@@ -172,9 +183,17 @@ def resume(run_dir: str | Path, *, checkpoint_name: str = "latest", **loop_kw: A
     Raises:
       FileNotFoundError: no such checkpoint (the message lists those there are).
       CheckpointError: a corrupt checkpoint, or one written by another algorithm or config.
+      RunLockedError: a live process holds the run directory (the message names it).
     """
     run_dir = Path(run_dir)
     info = read_run_config(run_dir)
+    with run_lock.hold(run_dir, "resume"):
+        return _resume_held(run_dir, info, checkpoint_name, loop_kw)
+
+
+def _resume_held(
+    run_dir: Path, info: dict[str, Any], checkpoint_name: str, loop_kw: dict[str, Any]
+) -> RunResult:
     ckpts = run_dir / "checkpoints"
     ckpts.mkdir(exist_ok=True)
     for d in (run_dir, ckpts):  # writes a crash cut short, never renamed into place
@@ -242,7 +261,7 @@ def _warn_inexact(run_dir: Path, info: dict[str, Any], meta: dict[str, Any]) -> 
         f"{run_dir} was trained with {was}; this resume has {now}. It continues, but the "
         f"result will not be bit-identical to an uninterrupted run{fix}.",
         InexactResumeWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
@@ -344,45 +363,47 @@ def latest_returns(rows: list[dict[str, Any]]) -> dict[int, float]:
 def save_checkpoints(ckpts: Path, state: Any, meta: dict[str, Any], best: float) -> float:
     """Write ``latest`` (the old one becomes ``previous``) and, if the mean of
     ``meta["returns"]`` beats ``best``, ``best``; returns the new best."""
-    latest = ckpts / "latest.safetensors"
-    if latest.exists():
-        # previous = latest by a hard link renamed into place, then latest is replaced
-        # atomically: an intact latest exists at every moment a kill may come.
-        tmp = ckpts / f"{checkpoint.TMP_PREFIX}previous.safetensors.tmp-{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        try:
-            os.link(latest, tmp)
-        except OSError:  # a filesystem without hard links
-            shutil.copyfile(latest, tmp)
-        os.replace(tmp, ckpts / "previous.safetensors")
     mean = _mean(meta["returns"])
     improved, best = mean > best, max(best, mean)
     meta = {**meta, "best_return": best if math.isfinite(best) else None}
-    checkpoint.save(latest, state, meta)
+    # The new latest is written to a temporary file first; only then does the old one
+    # become previous (a hard link renamed into place) and the new one replace it: an
+    # intact latest exists at every moment a kill may come, and a write that fails (a
+    # full disk) leaves latest and previous as they were.
+    checkpoint.save(ckpts / "latest.safetensors", state, meta, keep=ckpts / "previous.safetensors")
     if improved:
         checkpoint.save(ckpts / "best.safetensors", state, meta)
     return best
 
 
-class _CtrlC:
-    """While inside: the first Ctrl-C sets ``requested`` (the loop checkpoints and stops),
-    a second one interrupts at once. Only the main thread may catch signals."""
+# What a scheduler sends before it stops a job: Slurm and Kubernetes SIGTERM, then SIGKILL
+# after a grace period; Slurm's `--signal=USR1@SECONDS` SIGUSR1 ahead of a job's end.
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name)
+)
 
-    def __enter__(self) -> _CtrlC:
-        self.requested = False
+
+class _Stop:
+    """While inside: the first stop signal (Ctrl-C's SIGINT, SIGTERM, SIGUSR1) sets
+    ``requested`` and ``signal`` (the loop finishes the update in flight, checkpoints and
+    stops); a second one interrupts at once. Only the main thread may catch signals."""
+
+    def __enter__(self) -> _Stop:
+        self.requested, self.signal = False, None
         self._main = threading.current_thread() is threading.main_thread()
+        self._old = {}
         if self._main:
-            self._old = signal.signal(signal.SIGINT, self._handle)
+            self._old = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
             raise KeyboardInterrupt
-        self.requested = True
+        self.requested, self.signal = True, signum
 
     def __exit__(self, *exc: Any) -> None:
-        if self._main:
-            signal.signal(signal.SIGINT, self._old)
+        for s, old in self._old.items():
+            signal.signal(s, old)
 
 
 def _run(
@@ -411,21 +432,32 @@ def _run(
     else:
         update = batched_update(algo, info["seeds"], info["compile"], info["sweep"])
 
+    saved = iteration if ckpt_path is not None else None  # the last checkpoint's iteration
+
     def save() -> None:
-        nonlocal best
+        nonlocal best, saved
         m = {**_expect(info), "iteration": iteration, "steps": steps, "returns": returns,
              "time": round(t_before + time.perf_counter() - t_start, 3)}  # fmt: skip
-        best = save_checkpoints(run_dir / "checkpoints", state, m, best)
+        try:
+            best = save_checkpoints(run_dir / "checkpoints", state, m, best)
+        except checkpoint.WriteError as e:
+            if e.path.name == "best.safetensors":  # written after latest, which is done
+                saved = iteration
+            raise
+        saved = iteration
 
     t_start, last_ckpt, last_plot, first_call = time.perf_counter(), time.perf_counter(), 0.0, None
+    plot_wait = plot_every
     session_iters = 0
-    with (
-        _CtrlC() as stop,
-        MetricsWriter(run_dir, tensorboard=tensorboard, keep_until=iteration) as writer,
-    ):
-        with Progress(
-            num_iters * algo.steps_per_update, steps, num_seeds=info["num_seeds"], quiet=quiet
-        ) as bar:
+    stop = _Stop()
+    try:
+        with (
+            stop,
+            MetricsWriter(run_dir, tensorboard=tensorboard, keep_until=iteration) as writer,
+            Progress(
+                num_iters * algo.steps_per_update, steps, num_seeds=info["num_seeds"], quiet=quiet
+            ) as bar,
+        ):
             while iteration < num_iters and not stop.requested:
                 if max_iterations is not None and session_iters >= max_iterations:
                     break
@@ -449,16 +481,72 @@ def _run(
                 if now - last_ckpt >= checkpoint_every:
                     save()
                     last_ckpt = now
-                if now - last_plot >= plot_every:
+                if now - last_plot >= plot_wait:
                     _plot(run_dir, info)
-                    last_plot = now
+                    last_plot = time.perf_counter()
+                    # a long run's plot reads a long file: at most a tenth of the time
+                    plot_wait = max(plot_every, 10 * (last_plot - now))
             if stop.requested:
-                bar.log(f"interrupted at step {steps:,}: writing a checkpoint")
+                by = "" if stop.signal == signal.SIGINT else f" by {_name(stop.signal)}"
+                bar.log(f"interrupted{by} at step {steps:,}: writing a checkpoint")
             save()
         _plot(run_dir, info)
-    if first_call is not None:
-        _summary(run_dir, info, algo, session_iters, time.perf_counter() - t_start, first_call)
-    return RunResult(run_dir, state, iteration, steps, returns, stop.requested)
+        if first_call is not None:
+            _summary(run_dir, info, algo, session_iters, time.perf_counter() - t_start, first_call)
+    except _STOPPING_FAILURES as e:
+        # what the run met outside its numbers: the last checkpoint and metrics are kept
+        raise _stopped(e, _kept(run_dir, iteration, saved)) from e
+    return RunResult(run_dir, state, iteration, steps, returns, stop.requested, stop.signal)
+
+
+def _name(signum: int | None) -> str:
+    return signal.Signals(signum).name if signum is not None else "a signal"
+
+
+# Failures that end a run without a checkpoint of their own: the file system refusing a
+# write, a host env raising, memory running out. The message says what is kept.
+_STOPPING_FAILURES = (checkpoint.WriteError, HostEnvError, torch.OutOfMemoryError, MemoryError)
+
+
+def _kept(run_dir: Path, iteration: int, saved: int | None) -> str:
+    if saved is None:
+        return (
+            f"The run stopped after iteration {iteration}, before its first checkpoint; once "
+            f"this is fixed, `fxrl resume {run_dir}` starts it again from its key."
+        )
+    return (
+        f"The run stopped after iteration {iteration}; its last checkpoint (iteration "
+        f"{saved}) and metrics are kept, and once this is fixed `fxrl resume {run_dir}` "
+        "continues from there."
+    )
+
+
+def _stopped(e: BaseException, kept: str) -> BaseException:
+    """``e`` said in one line with what the run kept (the same exception type)."""
+    if isinstance(e, checkpoint.WriteError):
+        return e.with_context(kept)
+    if isinstance(e, torch.OutOfMemoryError | MemoryError):
+        return type(e)(f"{_out_of_memory(e)} {kept}")
+    return type(e)(f"{e} {kept}")
+
+
+def _out_of_memory(e: BaseException) -> str:
+    """What ran out, from torch's long message ("CUDA out of memory. Tried to allocate
+    2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.2 GiB is free...")."""
+    text = " ".join(str(e).split())
+    device, fix = "the machine", "Free memory (other processes), or start a new run"
+    if "CUDA" in text:
+        device = "the GPU"
+        fix = "Free the GPU's memory (other processes may hold it: nvidia-smi), or start a new run"
+    asked = re.search(r"[Tt]ried to allocate ([\d.]+ \w+)", text)
+    free = re.search(r"capacity of ([\d.]+ \w+) of which ([\d.]+ \w+) is free", text)
+    detail = [f"tried to allocate {asked[1]}"] if asked else []
+    detail += [f"{free[2]} free of {free[1]}"] if free else []
+    return (
+        f"{device} ran out of memory while training"
+        f"{' (' + '; '.join(detail) + ')' if detail else ''}. {fix} with fewer --seeds or "
+        "--num-envs (the memory an update needs grows with both)."
+    )
 
 
 def _title(info: dict[str, Any]) -> str:
@@ -498,8 +586,7 @@ def _summary(
         "compile": info["compile"],
         "threads": torch.get_num_threads(),
     }
-    with open(run_dir / "timing.jsonl", "a") as f:
-        f.write(json.dumps(line) + "\n")
+    checkpoint.append_text(run_dir / "timing.jsonl", json.dumps(line) + "\n")
 
 
 def final_returns(run_dir: str | Path) -> dict[int, float]:

@@ -14,12 +14,13 @@ import csv
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from fxrl.run.checkpoint import atomic_write
+from fxrl.run.checkpoint import WriteError, append_text, atomic_write
 
 __all__ = ["MetricsWriter", "read_rows", "rows_from_metrics"]
 
@@ -69,7 +70,9 @@ class MetricsWriter:
 
     ``MetricsWriter(dir, keep_until=iteration)`` first drops rows after ``iteration``
     (those a resumed run will write again), so a resumed run's files equal an
-    uninterrupted run's.
+    uninterrupted run's. The history stays on disk: the writer keeps the CSV's columns in
+    memory, not the rows, so a run of any length uses the same memory. A write that fails
+    (a full disk) leaves both files as they were and raises ``WriteError``.
     """
 
     def __init__(
@@ -77,36 +80,39 @@ class MetricsWriter:
     ) -> None:
         self.dir = Path(run_dir)
         self.jsonl_path, self.csv_path = self.dir / "metrics.jsonl", self.dir / "metrics.csv"
-        rows = read_rows(self.jsonl_path) if self.jsonl_path.exists() else []
-        if keep_until is not None:
-            rows = [r for r in rows if r["iteration"] <= keep_until]
-        self.rows = rows
         self._columns: list[str] = []
-        self._rewrite()
+        self._rewrite(keep_until)
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
             self._tb = SummaryWriter(str(self.dir / "tensorboard"))
 
-    def _rewrite(self) -> None:
-        # atomically: a kill while a resumed run rewrites the files must not lose history
-        atomic_write(self.jsonl_path, "".join(json.dumps(r) + "\n" for r in self.rows).encode())
-        self._columns = _columns(self.rows)
-        atomic_write(self.csv_path, _csv_text(self._columns, self.rows, header=True).encode())
+    def _rewrite(
+        self, keep_until: int | None = None, more: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Write both files again from the rows on disk (those up to ``keep_until``) and
+        ``more``, atomically: a kill or a full disk meanwhile must not lose history."""
+        rows = read_rows(self.jsonl_path) if self.jsonl_path.exists() else []
+        if keep_until is not None:
+            rows = [r for r in rows if r["iteration"] <= keep_until]
+        rows += more or []
+        csv_columns = _columns(rows)
+        atomic_write(self.jsonl_path, "".join(json.dumps(r) + "\n" for r in rows).encode())
+        atomic_write(self.csv_path, _csv_text(csv_columns, rows, header=True).encode())
+        self._columns = csv_columns
 
     def write(self, rows: list[dict[str, Any]]) -> None:
-        """Append one iteration's rows and flush both files."""
-        self.rows.extend(rows)
-        with open(self.jsonl_path, "a") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)
-            f.flush()
+        """Append one iteration's rows to both files."""
         if set(_columns(rows)) - set(self._columns):
-            self._rewrite()  # a metric appeared (rare): rewrite the CSV with the new column
+            self._rewrite(more=rows)  # a metric appeared (rare): the CSV gets its column
         else:
-            with open(self.csv_path, "a", newline="") as f:
-                f.write(_csv_text(self._columns, rows, header=False))
-                f.flush()
+            append_text(self.jsonl_path, "".join(json.dumps(r) + "\n" for r in rows))
+            try:
+                append_text(self.csv_path, _csv_text(self._columns, rows, header=False))
+            except WriteError:
+                _cut_last_rows(self.jsonl_path, len(rows))  # both files hold the same rows
+                raise
         if self._tb is not None:
             for r in rows:
                 where = f"{r['combination']}/" if "combination" in r else ""
@@ -124,6 +130,15 @@ class MetricsWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _cut_last_rows(path: Path, count: int) -> None:
+    """Remove the last ``count`` lines of ``path`` (shrinking a file needs no space)."""
+    data = path.read_bytes()
+    end = len(data)
+    for _ in range(count):
+        end = data.rfind(b"\n", 0, end - 1) + 1
+    os.truncate(path, end)
 
 
 def _columns(rows: list[dict[str, Any]]) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fxrl.algorithms.core import combination_names
-from fxrl.run.metrics import read_rows
+from fxrl.run.checkpoint import written_atomically
 
 __all__ = ["curve", "plot_runs", "plot_sweep", "seed_curves"]
 
@@ -80,11 +80,60 @@ def _group(row: dict[str, Any]) -> str | None:
     return None if row.get("task") is None else f"task {row['task']}"
 
 
-def _rows(run_dir: str | Path) -> list[dict[str, Any]]:
+# Iterations a curve is drawn from: a longer run's are thinned evenly to between
+# MAX_POINTS and twice that (a 640-pixel-wide plot shows no more), so plotting a run of
+# any length reads its metrics.jsonl line by line in the same memory.
+MAX_POINTS = 500
+
+
+def _rows(run_dir: str | Path, metric: str) -> list[dict[str, Any]]:
+    """The rows of ``run_dir/metrics.jsonl`` a plot draws: each holding only the keys a
+    plot reads, ``metric`` carried forward per (group, seed) as ``curve`` carries it, and
+    of a run with more than ``2 * MAX_POINTS`` iterations only evenly spaced iterations
+    (and the last). Read line by line: memory does not grow with the run's length."""
     jsonl = Path(run_dir) / "metrics.jsonl"
     if not jsonl.exists():
         raise FileNotFoundError(f"plot: {run_dir} has no metrics.jsonl; is it a run directory?")
-    return read_rows(jsonl)
+    keys = ("iteration", "seed", "steps", "combination", "task")
+    last: dict[tuple[Any, Any], float] = {}
+    kept: list[list[dict[str, Any]]] = []  # one list of rows per kept iteration
+    current: list[dict[str, Any]] = []
+    seen, stride = 0, 1  # iterations seen; every stride-th is kept
+    with open(jsonl) as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:  # a torn last line (a kill mid-write)
+                continue
+            if current and r.get("iteration") != current[0].get("iteration"):
+                seen, stride = _keep(kept, current, seen, stride)
+                current = []
+            row = {k: r[k] for k in keys if k in r}
+            v, group = r.get(metric), (_group(r), r.get("seed"))
+            if isinstance(v, int | float) and math.isfinite(v):
+                last[group] = float(v)
+            if group in last:
+                row[metric] = last[group]
+            current.append(row)
+    if current:
+        if seen % stride:  # the last iteration is always drawn
+            kept.append(current)
+        else:
+            _keep(kept, current, seen, stride)
+    return [r for rows in kept for r in rows]
+
+
+def _keep(
+    kept: list[list[dict[str, Any]]], rows: list[dict[str, Any]], seen: int, stride: int
+) -> tuple[int, int]:
+    """Keep iteration number ``seen`` (counting from 0) if the stride says so; past
+    ``2 * MAX_POINTS`` kept, drop every other one and double the stride."""
+    if seen % stride == 0:
+        kept.append(rows)
+        if len(kept) > 2 * MAX_POINTS:
+            kept[:] = kept[::2]
+            stride *= 2
+    return seen + 1, stride
 
 
 def plot_runs(
@@ -111,7 +160,7 @@ def plot_runs(
     labels = labels or [Path(d).name for d in run_dirs]
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     for run_dir, label in zip(run_dirs, labels, strict=True):
-        rows = _rows(run_dir)
+        rows = _rows(run_dir, metric)
         # a sweep run: one curve per combination
         groups: dict[str, list[dict[str, Any]]] = {}
         for r in rows:
@@ -164,7 +213,7 @@ def plot_sweep(
         raise ValueError(
             f"plot: {run_dir} is not a sweep or task run (its config.json has neither)."
         )
-    rows = _rows(run_dir)
+    rows = _rows(run_dir, metric)
     if sweep is not None:
         names = combination_names(sweep)
         sizes = [len(v) for v in sweep.values()]
@@ -206,8 +255,9 @@ def _save(fig: Any, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with written_atomically(path) as tmp:  # a failed write (a full disk): WriteError
+            fig.savefig(tmp)
+    finally:
+        plt.close(fig)
     return path

@@ -17,6 +17,7 @@ needs the ``video`` extra (imageio, imageio-ffmpeg): ``pip install 'fxrl[video]'
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 from collections.abc import Callable, Iterable, Iterator
@@ -30,6 +31,7 @@ from torch import Tensor
 from fxrl import random, tree
 from fxrl.envs.core import Env, Wrapper
 from fxrl.envs.host import HostEnv
+from fxrl.run.checkpoint import written_atomically
 
 __all__ = [
     "Recording",
@@ -93,21 +95,20 @@ def write_video(path: str | Path, frames: Iterable[np.ndarray], fps: int = 25) -
     if not isinstance(fps, int) or fps < 1:
         raise ValueError(f"write_video: fps must be a positive int, got {fps!r}.")
     path.parent.mkdir(parents=True, exist_ok=True)
-    ext = path.suffix.lower()
-    partial = path.with_name(f".{path.stem}.partial{ext}")
-    writer = _Gif(partial, fps) if ext == ".gif" else _Ffmpeg(partial, fps)
-    try:
-        count = 0
-        for frame in frames:
-            writer.append(_checked_frame(frame, count))
-            count += 1
-        if not count:
-            raise ValueError("write_video: no frames to write.")
-        writer.close()
-        partial.replace(path)
-    finally:
-        writer.abort()
-        partial.unlink(missing_ok=True)
+    # written beside `path` and renamed over it: a crash leaves no partial video under
+    # `path`, and a write that fails (a full disk) raises WriteError leaving it as it was
+    with written_atomically(path) as partial:
+        writer = _Gif(partial, fps) if path.suffix.lower() == ".gif" else _Ffmpeg(partial, fps)
+        try:
+            count = 0
+            for frame in frames:
+                writer.append(_checked_frame(frame, count))
+                count += 1
+            if not count:
+                raise ValueError("write_video: no frames to write.")
+            writer.close()
+        finally:
+            writer.abort()
     return path
 
 
@@ -164,34 +165,76 @@ def _paletted(frame: np.ndarray) -> Any:
 
 
 class _Ffmpeg:
-    """imageio-ffmpeg's writer, H.264 in yuv420p, frames streamed to ffmpeg."""
+    """H.264 in yuv420p by ffmpeg (imageio-ffmpeg's binary, the command imageio's writer
+    runs), frames streamed to its stdin. Run directly so that its exit status is seen: a
+    video ffmpeg could not finish (a full disk) raises instead of passing for a video."""
 
     def __init__(self, path: Path, fps: int) -> None:
-        self.path, self.fps, self.writer = path, fps, None
+        self.path, self.fps, self.proc, self.log = path, fps, None, None
 
     def append(self, frame: np.ndarray) -> None:
-        import imageio.v2 as imageio
-
-        if self.writer is None:
-            self.writer = imageio.get_writer(
-                self.path,
-                format="FFMPEG",
-                mode="I",
-                fps=self.fps,
-                codec="libx264",
-                pixelformat="yuv420p",
-                macro_block_size=1,
-                ffmpeg_log_level="error",
-            )
         pad = ((0, frame.shape[0] % 2), (0, frame.shape[1] % 2), (0, 0))
-        self.writer.append_data(np.pad(frame, pad, mode="edge"))
+        frame = np.ascontiguousarray(np.pad(frame, pad, mode="edge"))
+        if self.proc is None:
+            self._start(frame.shape[1], frame.shape[0])
+        try:
+            self.proc.stdin.write(frame.tobytes())
+        except BrokenPipeError:  # ffmpeg stopped: its own message says why
+            self._finish()
+            raise
+
+    def _start(self, width: int, height: int) -> None:
+        import subprocess
+        import tempfile
+
+        import imageio_ffmpeg
+
+        cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-f", "rawvideo", "-vcodec", "rawvideo",
+               "-s", f"{width}x{height}", "-pix_fmt", "rgb24", "-r", str(self.fps), "-i", "-",
+               "-an", "-vcodec", "libx264", "-pix_fmt", "yuv420p", "-v", "error",
+               str(self.path)]  # fmt: skip
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  # not a pipe: ffmpeg never blocks on it
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.log
+        )
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        if self.proc is not None:
+            self._finish()
 
-    abort = close  # what ffmpeg has written is removed with the partial file
+    def _finish(self) -> None:
+        proc, log, self.proc, self.log = self.proc, self.log, None, None
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+        code = proc.wait()
+        log.seek(0)
+        text = log.read().decode(errors="replace")
+        log.close()
+        if code != 0:
+            raise _ffmpeg_error(self.path, code, text)
+
+    def abort(self) -> None:
+        if self.proc is not None:  # what ffmpeg wrote is removed with the partial file
+            self.proc.kill()
+            self.proc.wait()
+            self.log.close()
+            self.proc = self.log = None
+
+
+def _ffmpeg_error(path: Path, code: int, text: str) -> Exception:
+    """ffmpeg's failure as an OSError with the errno its message names (a full disk, a
+    file-size limit, permissions), else a RuntimeError quoting its last line."""
+    import errno
+    import os
+    import signal
+
+    if code == -signal.SIGXFSZ:  # a file-size limit (subprocesses restore its default action)
+        text += os.strerror(errno.EFBIG)
+    for number in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EACCES, errno.EROFS):
+        if os.strerror(number) in text:
+            return OSError(number, os.strerror(number), str(path))
+    last = text.strip().splitlines()[-1] if text.strip() else "no message"
+    return RuntimeError(f"video: ffmpeg failed writing {path} (exit status {code}): {last}")
 
 
 # ------------------------------------------------------------------------------ playing

@@ -1,13 +1,17 @@
 """fxrl.envs.gym: gymnasium envs behind the env call shape, compared step by step with
 gymnasium itself under the same seeds and actions."""
 
+import contextlib
+import os
+import signal
+
 import gymnasium
 import numpy as np
 import pytest
 import torch
 
 from fxrl import envs, random, specs, transforms
-from fxrl.envs.host import HostState, seeds_from_key
+from fxrl.envs.host import HostEnvError, HostState, seeds_from_key
 from fxrl.export import export
 
 
@@ -246,3 +250,73 @@ def test_compiling_a_host_env_runs_it_eagerly_and_fullgraph_names_host_envs():
 
     with pytest.raises(Exception, match="host envs run outside torch"):
         torch.compile(again, backend="eager", fullgraph=True)(random.key(0))
+
+
+class _Crashing(gymnasium.Env):
+    """An env whose simulator fails: at reset (``at=0``) or at step ``at``."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, at: int = 3):
+        self.at, self.t = at, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if self.at == 0:
+            raise OSError("libsim.so: cannot open shared object file")
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.t >= self.at:
+            raise ValueError("the simulator diverged at t=3")
+        return np.zeros(2, np.float32), 1.0, False, False, {}
+
+
+if "Crashing-v0" not in gymnasium.registry:
+    gymnasium.register("Crashing-v0", entry_point=_Crashing)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # gymnasium's async workers log the error
+@pytest.mark.parametrize(
+    "kw", [{}, {"num_envs": 2}, {"num_envs": 2, "asynchronous": True}], ids=str
+)
+def test_an_env_raising_in_step_is_a_one_line_error_naming_the_env(kw):
+    env = envs.gym("Crashing-v0", **kw)
+    shown = repr(env)
+    try:
+        state, _ = env.reset(random.key(0))
+        action = torch.zeros(env.batch_shape, dtype=torch.int64)
+        state, _ = env.step(state, action)
+        state, _ = env.step(state, action)
+        with pytest.raises(HostEnvError) as raised:
+            env.step(state, action)
+    finally:
+        env.close()
+    message = str(raised.value)
+    assert message.startswith(
+        f"host env {shown} raised in step: ValueError: the simulator diverged at t=3. "
+    )
+    assert "The env's own code failed, not fxrl's" in message and "\n" not in message
+    assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_an_env_raising_in_reset_names_the_env_and_the_cause():
+    env = envs.gym("Crashing-v0", at=0)
+    with pytest.raises(HostEnvError, match=r'gym\("Crashing-v0"\) raised in reset: OSError: '):
+        env.reset(random.key(0))
+
+
+def test_a_dead_worker_process_says_the_worker_died():
+    env = envs.gym("CartPole-v1", num_envs=2, asynchronous=True)
+    try:
+        state, _ = env.reset(random.key(0))
+        os.kill(env.gymnasium_env.processes[0].pid, signal.SIGKILL)
+        env.gymnasium_env.processes[0].join(30)
+        with pytest.raises(HostEnvError, match=r"raised in step: .*worker process .* died"):
+            env.step(state, torch.zeros(2, dtype=torch.int64))
+    finally:
+        with contextlib.suppress(Exception):
+            env.gymnasium_env.close(terminate=True)

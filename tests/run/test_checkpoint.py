@@ -1,6 +1,9 @@
 """Checkpoints: round trip, atomic writes, and clear errors for corrupt or mismatched files."""
 
+import contextlib
+import errno
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ from hypothesis import strategies as st
 
 from fxrl import random, tree
 from fxrl.run import checkpoint
-from fxrl.run.checkpoint import CheckpointError
+from fxrl.run.checkpoint import CheckpointError, WriteError
 
 
 @tree.dataclass
@@ -123,3 +126,67 @@ def test_a_crash_between_write_and_rename_keeps_the_previous_checkpoint(tmp_path
 def test_a_missing_file_says_so(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
         checkpoint.load(tmp_path / "nope.safetensors", make_state())
+
+
+# ------------------------------------------------------------------ writes that fail
+
+
+@contextlib.contextmanager
+def file_size_limit(nbytes: int):
+    """A real full disk for this process, briefly: writes past ``nbytes`` fail with EFBIG
+    (Python ignores SIGXFSZ, which would otherwise kill it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_a_checkpoint_that_does_not_fit_leaves_latest_and_previous_as_they_were(tmp_path):
+    latest, previous = tmp_path / "latest.safetensors", tmp_path / "previous.safetensors"
+    checkpoint.save(latest, make_state(1), {"iteration": 1})
+    checkpoint.save(latest, make_state(2), {"iteration": 2}, keep=previous)
+    before = {p.name: p.read_bytes() for p in (latest, previous)}
+    with file_size_limit(latest.stat().st_size // 2), pytest.raises(WriteError) as raised:
+        checkpoint.save(latest, make_state(3), {"iteration": 3}, keep=previous)
+    assert raised.value.errno == errno.EFBIG and raised.value.path == latest
+    assert str(raised.value) == (
+        f"could not write {latest}: File too large. latest.safetensors was left as it was. "
+        "Raise the file-size limit (ulimit -f), or write to another disk."
+    )
+    assert {p.name: p.read_bytes() for p in (latest, previous)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before)  # no temporary file
+    checkpoint.save(latest, make_state(3), {"iteration": 3}, keep=previous)  # room again
+    assert previous.read_bytes() == before["latest.safetensors"]
+    assert checkpoint.load(latest, make_state())[1]["iteration"] == 3
+
+
+def test_an_append_that_does_not_fit_cuts_the_file_back_to_whole_lines(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    checkpoint.append_text(path, "row 1\n")
+    with file_size_limit(10), pytest.raises(WriteError, match=r"could not write .*File too large"):
+        checkpoint.append_text(path, "row 2, longer than the room left\n")
+    assert path.read_text() == "row 1\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "fix"),
+    [
+        (errno.ENOSPC, "Free space on the disk of"),
+        (errno.EDQUOT, "raise your quota"),
+        (errno.EACCES, "writable (it is read-only or not yours)"),
+        (errno.EROFS, "writable (it is read-only or not yours)"),
+    ],
+)
+def test_each_cause_of_a_failed_write_names_its_fix(tmp_path, monkeypatch, code, fix):
+    def full(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    path = tmp_path / "config.json"
+    path.write_text("{}")
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(WriteError) as raised:
+        checkpoint.atomic_write(path, b'{"new": 1}')
+    assert os.strerror(code) in str(raised.value) and fix in str(raised.value)
+    assert path.read_text() == "{}" and [p.name for p in tmp_path.iterdir()] == ["config.json"]

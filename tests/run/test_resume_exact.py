@@ -9,7 +9,8 @@ wall-clock columns aside) and its final checkpoint's tensor bytes must equal the
 reference's. Sweeps (PPO, DQN: combinations x seeds in one vmapped update) are checked
 the same way, as is a task ensemble (PPO over pole lengths). PPO is also checked
 compiled, with a second Ctrl-C inside the final write, killed before its first
-checkpoint, and with the one-line messages for a resume that cannot be exact.
+checkpoint, stopped by a scheduler's SIGTERM or SIGUSR1, and with the one-line messages
+for a resume that cannot be exact.
 """
 
 import json
@@ -82,9 +83,11 @@ def fxrl(args: list[str], *, hook: str = "", expect: int = 0) -> subprocess.Comp
     return out
 
 
-def fxrl_stopped(args: list[str], run_dir: Path, num_rows: int, sig: int) -> None:
+def fxrl_stopped(args: list[str], run_dir: Path, num_rows: int, sig: int) -> str:
     """Start `fxrl ARGS`, send it ``sig`` from outside once its metrics have ``num_rows``
-    rows (wherever it then is: updating, writing metrics or a checkpoint, plotting)."""
+    rows (wherever it then is: updating, writing metrics or a checkpoint, plotting);
+    returns its stdout. A stop signal (Ctrl-C's SIGINT, a scheduler's SIGTERM or SIGUSR1)
+    exits with 128 + the signal, SIGKILL kills."""
     proc = subprocess.Popen([*FXRL, *args], env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     metrics, deadline = run_dir / "metrics.jsonl", time.time() + 300
@@ -94,8 +97,9 @@ def fxrl_stopped(args: list[str], run_dir: Path, num_rows: int, sig: int) -> Non
         time.sleep(0.01)
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=300)
-    want = 130 if sig == signal.SIGINT else -sig
+    want = -sig if sig == signal.SIGKILL else 128 + sig
     assert proc.returncode == want, f"{args}: {proc.returncode}\n{stdout}\n{stderr}"
+    return stdout
 
 
 def rows(run_dir: Path) -> list[dict]:
@@ -199,6 +203,25 @@ def test_ppo_killed_before_its_first_checkpoint_resumes_from_its_start(reference
     d = tmp_path / "ppo"
     fxrl_stopped(train_args("ppo", d), d, 3, signal.SIGKILL)  # a checkpoint every 60 s
     assert not list((d / "checkpoints").glob("*.safetensors")) and rows(d)
+    fxrl(["resume", str(d), "--quiet"])
+    assert_same_run(d, reference())
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGUSR1"])
+def test_ppo_stopped_by_a_scheduler_signal_checkpoints_and_resumes_exactly(
+    sig, references, tmp_path
+):
+    # Slurm and Kubernetes stop a job with SIGTERM and SIGKILL after a grace period; Slurm's
+    # --signal=USR1@SECONDS warns ahead of a job's end. Either is handled as Ctrl-C is.
+    reference, signum = references("ppo"), getattr(signal, sig)
+    d = tmp_path / "ppo"
+    train = train_args("ppo", d, "--checkpoint-every", "3600")  # none but the signal's
+    stdout = fxrl_stopped(train, d, 5, signum)
+    assert f"interrupted by {sig} at step " in stdout and f"fxrl resume {d}" in stdout
+    # the update in flight finished, its rows and the checkpoint agree
+    stopped_at = header(d / "checkpoints" / "latest.safetensors")["iteration"]
+    assert 5 <= stopped_at < ITERATIONS and max(r["iteration"] for r in rows(d)) == stopped_at
+    assert not (d / "run.lock").exists()
     fxrl(["resume", str(d), "--quiet"])
     assert_same_run(d, reference())
 

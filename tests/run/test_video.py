@@ -1,6 +1,7 @@
 """Videos of an agent: read back with imageio and compared with renders replayed by hand."""
 
 import os
+import resource
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from fxrl import envs, random
 from fxrl.algorithms import ppo
 from fxrl.cli import main
 from fxrl.run import video
+from fxrl.run.checkpoint import WriteError
 from fxrl.run.evaluate import load_run, seed_params
 from fxrl.run.loop import train
 
@@ -285,3 +287,23 @@ class Logged:
         action = self.policy(obs)
         self.actions.append(int(action))
         return action
+
+
+@pytest.mark.parametrize("ext", [".gif", ".mp4"])
+def test_a_video_that_does_not_fit_leaves_the_one_there_was(tmp_path, ext):
+    if ext == ".mp4":
+        pytest.importorskip("imageio_ffmpeg")
+    path = tmp_path / f"agent{ext}"
+    video.write_video(path, np.zeros((2, 16, 16, 3), dtype=np.uint8))
+    before = path.read_bytes()
+    noise = np.random.default_rng(0).integers(0, 256, (40, 64, 64, 3), dtype=np.uint8)
+    # a file-size limit (ulimit -f) for this process and ffmpeg, which inherits it
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + 4096, hard))
+    try:
+        with pytest.raises(WriteError) as raised:
+            video.write_video(path, noise)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert str(raised.value).startswith(f"could not write {path}: File too large. agent{ext} ")
+    assert path.read_bytes() == before and os.listdir(tmp_path) == [path.name]
