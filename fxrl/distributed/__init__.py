@@ -5,13 +5,10 @@ policy and reading params from the object store; batches are exact under worker 
 pure envs. ``import fxrl`` does not import this package (nor ray).
 """
 
-try:
-    import ray  # noqa: F401
-except ImportError as e:  # pragma: no cover - exercised only without ray
-    raise ImportError(
-        "fxrl.distributed needs Ray: pip install fxrl[ray] (or pip install 'ray>=2.40')."
-    ) from e
+from fxrl._optional import require
 
-from fxrl.distributed.collector import RayCollector, WorkerError
+require("ray", "fxrl.distributed")
+
+from fxrl.distributed.collector import RayCollector, WorkerError  # noqa: E402
 
 __all__ = ["RayCollector", "WorkerError"]

@@ -45,7 +45,7 @@ from fxrl.run.config_io import (
     read_run_config,
     write_run_config,
 )
-from fxrl.run.metrics import MetricsWriter, read_rows, rows_from_metrics
+from fxrl.run.metrics import MetricsWriter, check_loggers, read_rows, rows_from_metrics
 from fxrl.run.plots import plot_runs, plot_sweep
 from fxrl.run.progress import Progress
 from fxrl.run.sweep import agent_of, tag_rows
@@ -108,7 +108,7 @@ def train(
         params (algorithms whose ``init`` takes ``env_params``: PPO).
       task_ranges: ``{param: (low, high)}`` (``{"length": (0.25, 1.0)}``), each task's
         param drawn uniform in its range; None: the env's own ``sample_params``.
-      loop_kw: ``quiet``, ``tensorboard``, ``checkpoint_every``, ``plot_every``,
+      loop_kw: ``quiet``, ``tensorboard``, ``wandb``, ``checkpoint_every``, ``plot_every``,
         ``max_iterations`` (stop after this many iterations, resumable).
     """
     total = _total_steps(config, total_steps)
@@ -119,6 +119,7 @@ def train(
         sweep = {k: list(v) for k, v in check_sweep(config, sweep).items()}
         batched(algo, num_seeds, compile, sweep=sweep)
     task_entry = _draw_tasks(algorithm, algo, config, tasks, task_ranges, sweep, seed)
+    check_loggers(tensorboard=loop_kw.get("tensorboard", False), wandb=loop_kw.get("wandb", False))
     run_dir = Path(run_dir)
     if (run_dir / "config.json").exists():
         raise FileExistsError(
@@ -175,6 +176,7 @@ def resume(run_dir: str | Path, *, checkpoint_name: str = "latest", **loop_kw: A
     """
     run_dir = Path(run_dir)
     info = read_run_config(run_dir)
+    check_loggers(tensorboard=loop_kw.get("tensorboard", False), wandb=loop_kw.get("wandb", False))
     ckpts = run_dir / "checkpoints"
     ckpts.mkdir(exist_ok=True)
     for d in (run_dir, ckpts):  # writes a crash cut short, never renamed into place
@@ -392,6 +394,7 @@ def _run(
     *,
     quiet: bool = False,
     tensorboard: bool = False,
+    wandb: bool = False,
     checkpoint_every: float = 60.0,
     plot_every: float = 30.0,
     max_iterations: int | None = None,
@@ -421,7 +424,9 @@ def _run(
     session_iters = 0
     with (
         _CtrlC() as stop,
-        MetricsWriter(run_dir, tensorboard=tensorboard, keep_until=iteration) as writer,
+        MetricsWriter(
+            run_dir, tensorboard=tensorboard, wandb=wandb, keep_until=iteration
+        ) as writer,
     ):
         with Progress(
             num_iters * algo.steps_per_update, steps, num_seeds=info["num_seeds"], quiet=quiet

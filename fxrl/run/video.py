@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from fxrl import random, tree
+from fxrl._optional import require
 from fxrl.envs.core import Env, Wrapper
 from fxrl.envs.host import HostEnv
 
@@ -170,8 +171,7 @@ class _Ffmpeg:
         self.path, self.fps, self.writer = path, fps, None
 
     def append(self, frame: np.ndarray) -> None:
-        import imageio.v2 as imageio
-
+        imageio = require("imageio.v2", f"writing {self.path.suffix} videos")
         if self.writer is None:
             self.writer = imageio.get_writer(
                 self.path,
