@@ -21,6 +21,7 @@ run killed before its first checkpoint starts again from its key.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import math
@@ -435,7 +436,9 @@ def _run(
                 if max_iterations is not None and session_iters >= max_iterations:
                     break
                 t0 = time.perf_counter()
-                new_state, metrics = update(state)
+                compiles = info["compile"] and first_call is None  # the first call compiles
+                with bar.compiling(_update_name(info)) if compiles else contextlib.nullcontext():
+                    new_state, metrics = update(state)
                 _check_finite(iteration + 1, metrics, new_state)
                 state, iteration, session_iters = new_state, iteration + 1, session_iters + 1
                 steps = int(metrics["steps"].reshape(-1)[0])
@@ -462,8 +465,21 @@ def _run(
             save()
         _plot(run_dir, info)
     if first_call is not None:
-        _summary(run_dir, info, algo, session_iters, time.perf_counter() - t_start, first_call)
+        seconds = time.perf_counter() - t_start
+        _summary(run_dir, info, algo, session_iters, seconds, first_call, bar.compiles)
     return RunResult(run_dir, state, iteration, steps, returns, stop.requested)
+
+
+def _update_name(info: dict[str, Any]) -> str:
+    """``"the ppo update (8 seeds, CartPole-v1)"``: what the compile phase compiles."""
+    env = getattr(info["config"], "env", "")
+    if info["sweep"]:
+        agents = f"{info['num_seeds'] // info['seeds']} combinations x {info['seeds']} seeds"
+    elif info.get("tasks"):
+        agents = f"{info['tasks']['count']} tasks x {info['seeds']} seeds"
+    else:
+        agents = f"{info['num_seeds']} seed{'s' if info['num_seeds'] > 1 else ''}"
+    return f"the {info['algorithm']} update ({agents}{', ' + env if env else ''})"
 
 
 def _title(info: dict[str, Any]) -> str:
@@ -486,9 +502,17 @@ def _plot(run_dir: Path, info: dict[str, Any]) -> None:
 
 
 def _summary(
-    run_dir: Path, info: dict[str, Any], algo: Any, iters: int, seconds: float, first: float
+    run_dir: Path,
+    info: dict[str, Any],
+    algo: Any,
+    iters: int,
+    seconds: float,
+    first: float,
+    compiles: list[Any],
 ) -> None:
-    """Append this session's timing to ``run_dir/timing.jsonl`` (compile time apart)."""
+    """Append this session's timing to ``run_dir/timing.jsonl`` (compile time apart:
+    ``compile_s`` the programs' tracing and inductor, ``compile_from_cache`` whether
+    inductor loaded every one from its cache; None where nothing was compiled)."""
     import json
 
     line = {
@@ -501,6 +525,8 @@ def _summary(
         if iters > 1
         else None,
         "compile": info["compile"],
+        "compile_s": round(sum(r.seconds for r in compiles), 3) if compiles else None,
+        "compile_from_cache": all(r.from_cache for r in compiles) if compiles else None,
         "threads": torch.get_num_threads(),
     }
     with open(run_dir / "timing.jsonl", "a") as f:
