@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomllib
 import torch
 
 from fxrl import _optional, specs
 from fxrl._optional import EXTRAS, MissingExtra, require
+
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
