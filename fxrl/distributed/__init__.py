@@ -1,4 +1,4 @@
-"""Scale-out on Ray (``pip install fxrl[ray]``): rollout workers as Ray actors.
+"""Scale-out on Ray (``pip install 'fxrl[ray]'``): rollout workers as Ray actors.
 
 ``RayCollector`` is ``fxrl.collector`` over several Ray actors, each holding an env and the
 policy and reading params from the object store; batches are exact under worker loss for

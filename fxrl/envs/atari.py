@@ -79,7 +79,7 @@ def _rom(game: str) -> str:
         raise FileNotFoundError(
             f"fxrl.envs.atari: no ROM for {game!r} ({rom}.bin) in {_roms_dir()}"
             f"{' (ALE_ROMS_DIR)' if os.environ.get('ALE_ROMS_DIR') else ''}. ale-py >= 0.9 "
-            "ships the ROMs: reinstall it (pip install fxrl[atari]) or unset ALE_ROMS_DIR. "
+            "ships the ROMs: reinstall it (pip install 'fxrl[atari]') or unset ALE_ROMS_DIR. "
             f"Games with a ROM here: {', '.join(installed) or 'none'}."
         )
     return rom
