@@ -1,21 +1,33 @@
 # `make demo` trains PPO on CartPole over 8 seeds, exports the policy to ONNX and plays it in
 # gymnasium; `make test` runs ruff and the whole test suite. Both create .venv on first use.
+# The demo installs fxrl's core and its `demo` extra (gymnasium, ONNX, ONNX Runtime) only;
+# the tests install the `dev` extra (every extra, the test-only references and tools).
 VENV   := .venv
 PY     := $(VENV)/bin/python
+TORCH_STAMP := $(VENV)/.fxrl-torch
+DEMO_STAMP  := $(VENV)/.fxrl-demo
 STAMP  := $(VENV)/.fxrl-installed
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint bench venv clean web-deps docs docs-serve
 
-$(STAMP): pyproject.toml constraints.txt
+# torch from the local CPU build constraints.txt pins (any other request downloads GBs)
+$(TORCH_STAMP): constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt torch==2.13.0
+	touch $(TORCH_STAMP)
+
+$(DEMO_STAMP): pyproject.toml $(TORCH_STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[demo]"
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml $(TORCH_STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
 venv: $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(PY) -m fxrl.cli demo
 
 lint: $(STAMP)

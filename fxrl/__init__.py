@@ -38,4 +38,6 @@ __all__ = [
     "transforms",
     "tree",
 ]
+# The one place the version is written: pyproject.toml reads it (setuptools' dynamic
+# version), run directories and checkpoints record it, `fxrl --version` prints it.
 __version__ = "0.1.0"

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from fxrl._errors import unknown
+from fxrl._optional import require
 
 QUANTIZE = ("int8",)
 OP_TYPES = ("Conv", "MatMul", "Gemm")
@@ -160,8 +161,10 @@ def quantize_file(
     ``symmetric`` makes activation ranges symmetric about 0; ``per_channel`` gives each
     output channel its own weight scale; ``extra_options`` go to ``quantize_static``.
     """
-    import onnx
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    onnx = require("onnx", "int8 quantization")
+    q = require("onnxruntime.quantization", "int8 quantization")
+    CalibrationMethod, QuantFormat, QuantType = q.CalibrationMethod, q.QuantFormat, q.QuantType
+    quantize_static = q.quantize_static
 
     if fmt not in FORMATS:
         raise ValueError(unknown(fmt, FORMATS, "format", where="quantize"))

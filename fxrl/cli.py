@@ -12,6 +12,7 @@
     fxrl plot DIR [DIR ...] --out compare.png      # overlay learning curves
     fxrl demo                                      # what `make demo` runs
     fxrl tour                                      # a tour of the library
+    fxrl --version                                 # the installed fxrl's version
 
 ``train``'s flags are the algorithm's Config fields (``fxrl train ppo --help`` lists them
 with defaults and help) plus the run's own. Errors are one line (``FXRL_TRACEBACK=1``
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from fxrl._errors import ArgumentParser, UsageError, unknown
+from fxrl._optional import MissingExtra
 
 __all__ = ["main"]
 
@@ -87,6 +89,7 @@ def _train(argv: list[str]) -> int:
         compile=flag("compile"),
         quiet=flag("quiet"),
         tensorboard=flag("tensorboard"),
+        wandb=flag("wandb"),
         checkpoint_every=flag("checkpoint_every"),
         **kwargs,
     )
@@ -128,6 +131,7 @@ def _resume(argv: list[str]) -> int:
     p.add_argument("--checkpoint", default="latest", help="latest, previous or best")
     p.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")
+    p.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: the run's)")
     a = p.parse_args(argv)
     from fxrl.run.host_run import is_host_run
@@ -144,7 +148,11 @@ def _resume(argv: list[str]) -> int:
             f"fxrl resume: warning: {message}", file=sys.stderr
         )
         result = resume(
-            a.dir, checkpoint_name=a.checkpoint, quiet=a.quiet, tensorboard=a.tensorboard
+            a.dir,
+            checkpoint_name=a.checkpoint,
+            quiet=a.quiet,
+            tensorboard=a.tensorboard,
+            wandb=a.wandb,
         )
     return _report(result)
 
@@ -461,6 +469,11 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         sys.exit(0)
+    if argv[0] in ("-V", "--version"):
+        from fxrl import __version__
+
+        print(f"fxrl {__version__}")
+        sys.exit(0)
     command, rest = argv[0], argv[1:]
     if command not in _HANDLERS:
         _fail("fxrl", unknown(command, COMMANDS, "command"))
@@ -479,7 +492,8 @@ def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
     if len(text) > 500:  # torch's compile errors carry whole graphs
         text = text[:500] + " ... (FXRL_TRACEBACK=1 shows all)"
-    return f"{type(e).__name__}: {text}" if not isinstance(e, ValueError | CliError) else text
+    plain = isinstance(e, ValueError | CliError | MissingExtra)  # their text says it all
+    return text if plain else f"{type(e).__name__}: {text}"
 
 
 def _fail(prog: str, message: str, code: int = 2) -> NoReturn:

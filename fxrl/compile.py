@@ -30,6 +30,11 @@ is needed: the output depends only on the input leaves. So ``fxrl.compile``
 - on each call, flattens the arguments with optree (C++), looks the signature up in a
   bounded LRU (``MAX_PROGRAMS`` per compiled function) and calls the program directly.
 
+``with watch() as built:`` (``from fxrl.compile import watch``) collects a
+``CompileRecord`` (name, seconds, and whether inductor loaded the program from its cache)
+for each program compiled inside the block: the run loop's progress display shows the
+compile as its own phase with it.
+
 Non-tensor leaves (Python numbers, strings, ``None``) are static: a new value compiles a
 new program, as ``static_argnums`` do in ``jax.jit``. ``fn`` must be pure: closed-over
 tensors are baked into the program as constants.
@@ -54,8 +59,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import dataclasses
 import functools
-from collections.abc import Callable, Hashable
+import time
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 import optree
@@ -67,11 +74,13 @@ from fxrl import tree
 __all__ = [
     "DEFAULT_OPTIONS",
     "MAX_PROGRAMS",
+    "CompileRecord",
     "Compiled",
     "compile",
     "is_traced",
     "is_tracing",
     "trace",
+    "watch",
 ]
 
 # size_asserts: each program is looked up by its inputs' exact shapes (all dense), so
@@ -109,6 +118,66 @@ _OPTS = {"none_is_leaf": True, "namespace": tree.NAMESPACE}
 # True while fxrl.compile traces a function: loops written with fxrl.algorithms.core.scan
 # then trace as one rolled loop (torch's scan operator) instead of unrolling.
 _TRACING: contextvars.ContextVar[bool] = contextvars.ContextVar("fxrl_tracing", default=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileRecord:
+    """One program ``fxrl.compile`` built (see ``watch``).
+
+    Attributes:
+      name: the compiled function's name.
+      seconds: tracing plus inductor, wall time.
+      from_cache: inductor loaded the program from its on-disk cache
+        (``TORCHINDUCTOR_CACHE_DIR``) instead of generating and compiling code; the
+        tracing still ran.
+    """
+
+    name: str
+    seconds: float
+    from_cache: bool
+
+
+# The lists of the open watch() blocks of this thread or task, innermost last.
+_WATCHERS: contextvars.ContextVar[tuple[list[CompileRecord], ...]] = contextvars.ContextVar(
+    "fxrl_compile_watchers", default=()
+)
+# inductor's counters of its two on-disk caches: a program comes from the cache when
+# looking it up hit and nothing missed or bypassed the cache
+_HITS = (("inductor", "fxgraph_cache_hit"), ("aot_autograd", "autograd_cache_hit"))
+_MISSES = (
+    ("inductor", "fxgraph_cache_miss"),
+    ("inductor", "fxgraph_cache_bypass"),
+    ("aot_autograd", "autograd_cache_miss"),
+    ("aot_autograd", "autograd_cache_bypass"),
+)
+
+
+@contextlib.contextmanager
+def watch() -> Iterator[list[CompileRecord]]:
+    """Collect a ``CompileRecord`` for each program ``fxrl.compile`` builds inside the block.
+
+        from fxrl.compile import watch         # the module (fxrl.compile is the function)
+
+        with watch() as built:
+            state, metrics = update(state)     # the first call compiles
+        built   # [CompileRecord(name='update', seconds=31.2, from_cache=False)]
+
+    An empty list: nothing was compiled (the programs were built before, in this process).
+    Blocks nest; each sees the programs built inside it (this thread or task only).
+    """
+    records: list[CompileRecord] = []
+    token = _WATCHERS.set((*_WATCHERS.get(), records))
+    try:
+        yield records
+    finally:
+        _WATCHERS.reset(token)
+
+
+def _cache_counts() -> tuple[int, int]:
+    from torch._dynamo.utils import counters
+
+    hits = sum(counters[group][name] for group, name in _HITS)
+    return hits, sum(counters[group][name] for group, name in _MISSES)
 
 
 def is_tracing() -> bool:
@@ -270,6 +339,7 @@ class _Program:
     """``fn`` traced and compiled for one input signature; called with the flat leaves."""
 
     def __init__(self, fn: Callable[..., Any], spec: Any, leaves: list[Any], given: dict):
+        start, (hits, misses) = time.perf_counter(), _cache_counts()
         gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves)
         _lift_loop_constants(gm)
         _drop_unread_loop_inputs(gm)
@@ -294,6 +364,16 @@ class _Program:
         patch = _cpp_wrapper_patch.patched() if cpp else contextlib.nullcontext()
         with torch._C._DisableFuncTorch(), _cache_context(), patch:
             self.compiled = compile_fx(gm, tensors, config_patches=options, ignore_shape_env=True)
+        watchers = _WATCHERS.get()
+        if watchers:
+            now_hits, now_misses = _cache_counts()
+            record = CompileRecord(
+                getattr(fn, "__name__", type(fn).__name__),
+                time.perf_counter() - start,
+                now_hits > hits and now_misses == misses,
+            )
+            for records in watchers:
+                records.append(record)
 
     def __call__(self, tensors: list[torch.Tensor], given: list[torch.Tensor]) -> Any:
         """``tensors``: the dense inputs the program reads; ``given``: the caller's own

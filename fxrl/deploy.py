@@ -278,7 +278,16 @@ def load_onnx(
         usually fastest for one observation at a time).
       providers: execution providers, default ``["CPUExecutionProvider"]``.
     """
-    import onnxruntime as ort
+    try:
+        import onnxruntime as ort
+    except ModuleNotFoundError as e:  # this file stands alone: no fxrl._optional here
+        if e.name != "onnxruntime":
+            raise
+        raise ModuleNotFoundError(
+            "load_onnx needs onnxruntime, which is not installed: pip install onnxruntime, "
+            "or in an fxrl install: pip install 'fxrl[export]'",
+            name="onnxruntime",
+        ) from e
 
     options = ort.SessionOptions()
     if threads is not None:

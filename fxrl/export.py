@@ -50,6 +50,7 @@ from fxrl._export_binding import (
     leaf_names,
     resolver,
 )
+from fxrl._optional import require
 from fxrl.deploy import BATCH, METADATA_KEY, OnnxPolicy, load_onnx
 
 __all__ = [
@@ -490,6 +491,9 @@ def to_onnx(
       ``path``.
     """
     _require_exported("to_onnx", exported)
+    needs = ("onnx", "onnxscript", *(("onnxruntime",) if quantize else ()))
+    for module in needs:  # torch's exporter needs onnx and onnxscript; int8, ONNX Runtime
+        require(module, "fxrl.export.to_onnx")
     _quantize.check(quantize, calibration)
     feeds = _quantize.feeds(exported, calibration) if quantize else None
     path = Path(path)
@@ -532,8 +536,7 @@ def _separate_shared_outputs(model: Any, input_names: list[str], output_names: l
     keep only the last name. Restore every input's and output's own name, giving each
     output that shares its value an Identity of its own (the exporter's optimizer did this
     as a side effect)."""
-    import onnx_ir as ir
-
+    ir = require("onnx_ir", "fxrl.export.to_onnx")
     graph = model.graph
     inputs = list(graph.inputs)
     for value, name in zip(inputs, input_names, strict=True):
@@ -561,16 +564,14 @@ def _separate_shared_outputs(model: Any, input_names: list[str], output_names: l
 
 def _fold_constants(model: Any) -> None:
     """Fold constant subgraphs into initializers and drop what nothing reads (in place)."""
-    import onnxscript.optimizer
-
-    onnxscript.optimizer.fold_constants(model)
-    onnxscript.optimizer.remove_unused_nodes(model)
+    optimizer = require("onnxscript.optimizer", "fxrl.export.to_onnx")
+    optimizer.fold_constants(model)
+    optimizer.remove_unused_nodes(model)
 
 
 def _name_batch_dim(model: Any) -> None:
     """Call the symbolic dim of the graph's inputs and outputs "batch" (torch names it s0)."""
-    import onnx_ir as ir
-
+    ir = require("onnx_ir", "fxrl.export.to_onnx")
     for value in [*model.graph.inputs, *model.graph.outputs]:
         if value.shape is not None and any(isinstance(d, ir.SymbolicDim) for d in value.shape):
             value.shape = ir.Shape(

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from fxrl import random, tree
+from fxrl._optional import require
 
 __all__ = [
     "Binary",
@@ -353,7 +354,7 @@ def from_gymnasium(space: Any) -> Spec | Composite:
     """The fxrl spec of a gymnasium space (Box, Discrete, MultiDiscrete, MultiBinary,
     Dict, Tuple). Discrete spaces with ``start != 0`` are rejected: fxrl indices start at 0.
     """
-    import gymnasium.spaces as gs
+    gs = require("gymnasium.spaces", "fxrl.specs.from_gymnasium")
     import numpy as np
 
     if isinstance(space, gs.Box):
@@ -389,7 +390,7 @@ def from_gymnasium(space: Any) -> Spec | Composite:
 
 def to_gymnasium(spec: Spec | Composite) -> Any:
     """The gymnasium space of an fxrl spec (the inverse of ``from_gymnasium``)."""
-    import gymnasium.spaces as gs
+    gs = require("gymnasium.spaces", "fxrl.specs.to_gymnasium")
     import numpy as np
 
     def np_dtype(dtype: torch.dtype) -> Any:

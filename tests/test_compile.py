@@ -85,6 +85,22 @@ def test_non_tensor_leaves_are_static_and_a_new_value_compiles_a_new_program():
     assert len(compiled._programs) == 2
 
 
+def test_watch_records_each_program_built_inside_it_for_every_open_block_and_none_reused():
+    from fxrl.compile import watch
+
+    compiled = fxrl_compile(lambda x, scale: x * scale + 1.0)
+    x = torch.arange(4.0)
+    with watch() as outer:
+        compiled(x, 2.0)
+        with watch() as inner:
+            compiled(x, 5.0)  # a new static value: a second program
+            compiled(x, 2.0)  # the first program again: nothing built
+    with watch() as again:
+        assert torch.equal(compiled(x, 5.0), x * 5.0 + 1.0)
+    assert [r.name for r in outer] == ["<lambda>", "<lambda>"] and inner == outer[1:]
+    assert again == [] and all(r.seconds > 0 for r in outer)
+
+
 def test_a_repeated_output_comes_back_once_computed_and_twice_returned():
     compiled = fxrl_compile(lambda x: (x + 1, x + 1))
     a, b = compiled(torch.zeros(3))

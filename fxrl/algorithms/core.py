@@ -40,6 +40,7 @@ from torch import Tensor
 
 from fxrl import optim, random, tree
 from fxrl._errors import closest
+from fxrl._optional import require
 from fxrl.envs.core import Env
 
 __all__ = [
@@ -827,10 +828,9 @@ def _act(algo: Algorithm, params: Any, obs: Tensor, key: Tensor, mode: str) -> T
 
 
 def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str) -> float:
-    import gymnasium as gym
     import numpy as np
 
-    env = gym.make(env_id)
+    env = require("gymnasium", "fxrl.algorithms.core.evaluate").make(env_id)
     obs, _ = env.reset(seed=seed)
     key, total, done = random.key(seed), 0.0, False
     while not done:

@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from fxrl import distributions, envs, nn, optim, random, specs, transforms, tree
+from fxrl._optional import require
 from fxrl.algorithms import core, onpolicy
 from fxrl.algorithms.core import check_config
 from fxrl.nn import initializers as inits
@@ -432,9 +433,9 @@ def evaluate(
     with seeds ``seed, seed+1, ...``), the carry fed back each step and reset by
     ``is_init`` on the first; the policy applies the velocity mask to gymnasium's
     observations itself. ``params``: one seed's. Returns float64 [episodes]."""
-    import gymnasium as gym
     import numpy as np
 
+    gym = require("gymnasium", "recurrent_ppo.evaluate")
     returns = []
     with torch.no_grad():
         for e in range(episodes):

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from fxrl import envs, random, tree
 from fxrl._errors import unknown
+from fxrl._optional import require
 from fxrl.algorithms.core import Algorithm, batched
 from fxrl.envs.core import Env, params_as_tensors
 
@@ -262,8 +263,7 @@ def gymnasium_env(env_id: str, params: Any) -> Any:
     CartPole-v1 and Pendulum-v1 take every param (set as gymnasium's attributes: ``length``,
     ``masspole``..., Pendulum's ``g``, ``m``, ``l``); other ids raise.
     """
-    import gymnasium as gym
-
+    gym = require("gymnasium", "fxrl.algorithms.tasks.gymnasium_env")
     p = {k: float(v) for k, v in dataclasses.asdict(params).items()}
     if env_id == "CartPole-v1":
         env = gym.make(env_id)

@@ -1,17 +1,14 @@
-"""Scale-out on Ray (``pip install fxrl[ray]``): rollout workers as Ray actors.
+"""Scale-out on Ray (``pip install 'fxrl[ray]'``): rollout workers as Ray actors.
 
 ``RayCollector`` is ``fxrl.collector`` over several Ray actors, each holding an env and the
 policy and reading params from the object store; batches are exact under worker loss for
 pure envs. ``import fxrl`` does not import this package (nor ray).
 """
 
-try:
-    import ray  # noqa: F401
-except ImportError as e:  # pragma: no cover - exercised only without ray
-    raise ImportError(
-        "fxrl.distributed needs Ray: pip install fxrl[ray] (or pip install 'ray>=2.40')."
-    ) from e
+from fxrl._optional import require
 
-from fxrl.distributed.collector import RayCollector, WorkerError
+require("ray", "fxrl.distributed")
+
+from fxrl.distributed.collector import RayCollector, WorkerError  # noqa: E402
 
 __all__ = ["RayCollector", "WorkerError"]

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from fxrl import specs
 from fxrl._errors import unknown
+from fxrl._optional import require
 from fxrl.envs.atari_vector import AtariVector, atari_screen, vector_settings
 from fxrl.envs.host import HostEnv
 from fxrl.transforms.base import Transform
@@ -38,17 +39,15 @@ __all__ = ["AtariVector", "atari", "atari_screen", "games", "screen_preprocess"]
 
 
 def _roms_dir() -> Path:
-    import ale_py.roms
-
-    return Path(os.environ.get("ALE_ROMS_DIR") or Path(ale_py.roms.__file__).parent)
+    roms = require("ale_py.roms", "fxrl.envs.atari")
+    return Path(os.environ.get("ALE_ROMS_DIR") or Path(roms.__file__).parent)
 
 
 def games() -> list[str]:
     """The games whose ROM is installed (ale-py ships them), in ale-py's snake_case."""
-    import ale_py.roms
-
+    roms = require("ale_py.roms", "fxrl.envs.atari")
     where = _roms_dir()
-    return sorted(g for g in ale_py.roms.get_all_rom_ids() if (where / f"{g}.bin").exists())
+    return sorted(g for g in roms.get_all_rom_ids() if (where / f"{g}.bin").exists())
 
 
 def _squash(name: str) -> str:
@@ -67,9 +66,8 @@ def _squash_id(game: str) -> str:
 def _rom(game: str) -> str:
     """ale-py's ROM id of ``game``: "Pong", "pong", "ALE/Pong-v5", "SpaceInvaders" and
     "space_invaders" all work."""
-    import ale_py.roms
-
-    known = {_squash(g): g for g in ale_py.roms.get_all_rom_ids()}
+    roms = require("ale_py.roms", "fxrl.envs.atari")
+    known = {_squash(g): g for g in roms.get_all_rom_ids()}
     installed = games()
     rom = known.get(_squash(_game_name(game)))
     if rom is None:
@@ -81,14 +79,14 @@ def _rom(game: str) -> str:
         raise FileNotFoundError(
             f"fxrl.envs.atari: no ROM for {game!r} ({rom}.bin) in {_roms_dir()}"
             f"{' (ALE_ROMS_DIR)' if os.environ.get('ALE_ROMS_DIR') else ''}. ale-py >= 0.9 "
-            "ships the ROMs: reinstall it (pip install fxrl[atari]) or unset ALE_ROMS_DIR. "
+            "ships the ROMs: reinstall it (pip install 'fxrl[atari]') or unset ALE_ROMS_DIR. "
             f"Games with a ROM here: {', '.join(installed) or 'none'}."
         )
     return rom
 
 
 def _noop_reset_wrapper(env: Any, noops: int) -> Any:
-    import gymnasium
+    gymnasium = require("gymnasium", "fxrl.envs.atari")
 
     class NoopReset(gymnasium.Wrapper):
         """Reset, then 1..noops NOOP steps drawn from the env's seeded generator."""
@@ -105,7 +103,7 @@ def _noop_reset_wrapper(env: Any, noops: int) -> Any:
 
 
 def _episodic_life_wrapper(env: Any) -> Any:
-    import gymnasium
+    gymnasium = require("gymnasium", "fxrl.envs.atari")
 
     class EpisodicLife(gymnasium.Wrapper):
         """A lost life ends the episode; only game over (or a seeded reset) resets the
@@ -150,9 +148,7 @@ class _AtariMaker:
         )
 
     def __call__(self) -> Any:
-        from ale_py.env import AtariEnv
-
-        env = AtariEnv(self.rom, **self.kwargs)
+        env = require("ale_py.env", "fxrl.envs.atari").AtariEnv(self.rom, **self.kwargs)
         if self.noop_reset:
             if env.get_action_meanings()[0] != "NOOP":
                 raise ValueError(

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from fxrl import specs
+from fxrl._optional import require
 from fxrl.envs.host import HostEnv
 from fxrl.transforms import Transform
 
@@ -33,16 +34,15 @@ class _SameStep:
     one extra C++ call per episode end."""
 
     def __init__(self, game: str, num_envs: int, raw: bool, settings: dict[str, Any]) -> None:
-        from ale_py.vector_env import AtariVectorEnv
-
-        self.env = AtariVectorEnv(game, num_envs, autoreset_mode="NextStep", **settings)
+        vector_env = require("ale_py.vector_env", "fxrl.envs.atari(num_envs=...)")
+        self.env = vector_env.AtariVectorEnv(game, num_envs, autoreset_mode="NextStep", **settings)
         self.raw, self.num_envs = raw, num_envs
         space = self.env.single_observation_space
         if raw:  # drop the stack dim of 1: [210, 160, 3] screens, as the single env's
-            import gymnasium
-
             shape = space.shape[1:]
-            space = gymnasium.spaces.Box(0, 255, shape, dtype=space.dtype)
+            space = require("gymnasium.spaces", "fxrl.envs.atari").Box(
+                0, 255, shape, dtype=space.dtype
+            )
         self.single_observation_space = space
         self.single_action_space = self.env.single_action_space
 

@@ -28,6 +28,7 @@ from torch._C._functorch import peek_interpreter_stack
 from torch._subclasses.fake_tensor import FakeTensor
 
 from fxrl import random, specs, tree
+from fxrl._optional import require
 from fxrl.envs.core import Env, TimeStep
 
 __all__ = ["HostEnv", "HostEnvError", "HostState", "gym", "seeds_from_key"]
@@ -205,8 +206,7 @@ class HostEnv(Env):
         call: str = "host_env(",
         alternative: str = "",
     ) -> None:
-        import gymnasium
-
+        gymnasium = require("gymnasium", call.split("(")[0])
         self.call, self.alternative = call, alternative
         name = self.name
         if num_envs is not None and (not isinstance(num_envs, int) or num_envs < 1):
@@ -513,6 +513,4 @@ class _Maker:
         self.id, self.kwargs = id, kwargs
 
     def __call__(self) -> Any:
-        import gymnasium
-
-        return gymnasium.make(self.id, **self.kwargs)
+        return require("gymnasium", "fxrl.envs.gym").make(self.id, **self.kwargs)

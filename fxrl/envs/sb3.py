@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from fxrl import random, specs
+from fxrl._optional import require
 from fxrl.envs._adapters import as_action, cast_action, step_function, to_numpy
 from fxrl.envs.core import Env
 
@@ -32,7 +33,7 @@ __all__ = ["to_sb3"]
 
 @functools.cache
 def _vec_env_class() -> type:
-    from stable_baselines3.common.vec_env import VecEnv
+    VecEnv = require("stable_baselines3.common.vec_env", "fxrl.envs.to_sb3").VecEnv
 
     class FxrlVecEnv(VecEnv):
         """``to_sb3``'s VecEnv (a class made on first use: SB3 is imported then)."""

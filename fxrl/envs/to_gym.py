@@ -18,19 +18,25 @@ themselves are ``DISABLED`` (reset them with ``options={"reset_mask": mask}``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gymnasium
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from fxrl import random, specs, tree
+from fxrl._optional import require
 from fxrl.envs import _adapters
 from fxrl.envs.core import Env
 
 __all__ = ["GymnasiumEnv", "GymnasiumVectorEnv", "to_gymnasium"]
+
+if TYPE_CHECKING:
+    import gymnasium
+    from gymnasium.vector import AutoresetMode
+else:
+    gymnasium = require("gymnasium", "fxrl.envs.to_gymnasium")
+    AutoresetMode = require("gymnasium.vector", "fxrl.envs.to_gymnasium").AutoresetMode
 
 
 def _info(info: dict[str, Any], numpy: bool) -> dict[str, Any]:

@@ -20,7 +20,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEMO_CONFIG", "main"]
+__all__ = ["DEMO_CONFIG", "DEMO_NEEDS", "main"]
+
+# What the demo plays besides training (gymnasium's CartPole, the ONNX export and ONNX
+# Runtime): the ``demo`` extra, checked before anything trains.
+DEMO_NEEDS = ("gymnasium", "onnx", "onnxscript", "onnxruntime")
 
 # PureJaxRL's CartPole settings with a 4x higher learning rate (annealed), so a short
 # budget reaches the 500-step cap: at 196,608 steps per seed every seed's greedy policy
@@ -102,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from fxrl._errors import ArgumentParser
+    from fxrl._optional import require
 
     p = ArgumentParser(prog="fxrl demo", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--seeds", type=int, default=8, help="seeds trained together (default: 8)")
@@ -118,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
     a = p.parse_args(argv)
+    for module in DEMO_NEEDS:
+        require(module, "fxrl demo", extra="demo")
     torch.set_num_threads(a.threads or min(4, torch.get_num_threads()))
     out = Path(a.out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}")
     start = time.perf_counter()

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from fxrl import envs, random, specs, tree
+from fxrl._optional import require
 from fxrl.algorithms.core import combination_names
 from fxrl.run import checkpoint
 from fxrl.run.config_io import read_run_config
@@ -94,9 +95,10 @@ def evaluate_gymnasium(
 
     Episode ``i`` starts from ``reset(seed=seed + i)``.
     """
-    import gymnasium
-
-    env = gymnasium.make(env_id) if make is None else make()
+    if make is None:
+        env = require("gymnasium", "playing gymnasium's own env (--gymnasium)").make(env_id)
+    else:
+        env = make()
     returns = []
     try:
         for i in range(episodes):
@@ -178,6 +180,8 @@ def evaluate_run(
 
     if not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"eval: --episodes must be a positive int, got {episodes!r}.")
+    if gymnasium:  # before the pure env's episodes, not after them
+        require("gymnasium", "playing gymnasium's own env (--gymnasium)")
     info, algo, state, meta = load_run(run_dir, checkpoint_name)
     out: dict[str, Any] = {"checkpoint": checkpoint_name, "steps": meta["steps"], "pure": {}}
     members = list(range(info["num_seeds"]))

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from fxrl import envs, random, specs, tree
+from fxrl._optional import require
 from fxrl.run.checkpoint import atomic_write, written_atomically
 from fxrl.run.evaluate import is_recurrent, load_run, seed_params
 
@@ -138,6 +139,9 @@ def export_run(
             f"export: --quantize {quantize} needs --format onnx (ONNX Runtime's int8 kernels); "
             f"--format {format} cannot be quantized."
         )
+    if format == "onnx":  # the ONNX packages, before the policy is exported
+        for module in ("onnx", "onnxscript", *(("onnxruntime",) if quantize else ())):
+            require(module, "fxrl export --format onnx")
     run_dir = Path(run_dir)
     if not (run_dir / "checkpoints" / f"{checkpoint_name}.safetensors").exists():
         checkpoint_name = "latest"

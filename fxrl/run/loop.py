@@ -28,6 +28,7 @@ line saying what the run kept (its last checkpoint and metrics, as they were).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import math
@@ -53,7 +54,7 @@ from fxrl.run.config_io import (
     read_run_config,
     write_run_config,
 )
-from fxrl.run.metrics import MetricsWriter, read_rows, rows_from_metrics
+from fxrl.run.metrics import MetricsWriter, check_loggers, read_rows, rows_from_metrics
 from fxrl.run.plots import plot_runs, plot_sweep
 from fxrl.run.progress import Progress
 from fxrl.run.sweep import agent_of, tag_rows
@@ -117,7 +118,7 @@ def train(
         params (algorithms whose ``init`` takes ``env_params``: PPO).
       task_ranges: ``{param: (low, high)}`` (``{"length": (0.25, 1.0)}``), each task's
         param drawn uniform in its range; None: the env's own ``sample_params``.
-      loop_kw: ``quiet``, ``tensorboard``, ``checkpoint_every``, ``plot_every``,
+      loop_kw: ``quiet``, ``tensorboard``, ``wandb``, ``checkpoint_every``, ``plot_every``,
         ``max_iterations`` (stop after this many iterations, resumable).
     """
     total = _total_steps(config, total_steps)
@@ -128,6 +129,7 @@ def train(
         sweep = {k: list(v) for k, v in check_sweep(config, sweep).items()}
         batched(algo, num_seeds, compile, sweep=sweep)
     task_entry = _draw_tasks(algorithm, algo, config, tasks, task_ranges, sweep, seed)
+    check_loggers(tensorboard=loop_kw.get("tensorboard", False), wandb=loop_kw.get("wandb", False))
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with run_lock.hold(run_dir, "train"):  # a live run there: RunLockedError names it
@@ -187,6 +189,7 @@ def resume(run_dir: str | Path, *, checkpoint_name: str = "latest", **loop_kw: A
     """
     run_dir = Path(run_dir)
     info = read_run_config(run_dir)
+    check_loggers(tensorboard=loop_kw.get("tensorboard", False), wandb=loop_kw.get("wandb", False))
     with run_lock.hold(run_dir, "resume"):
         return _resume_held(run_dir, info, checkpoint_name, loop_kw)
 
@@ -413,6 +416,7 @@ def _run(
     *,
     quiet: bool = False,
     tensorboard: bool = False,
+    wandb: bool = False,
     checkpoint_every: float = 60.0,
     plot_every: float = 30.0,
     max_iterations: int | None = None,
@@ -453,7 +457,9 @@ def _run(
     try:
         with (
             stop,
-            MetricsWriter(run_dir, tensorboard=tensorboard, keep_until=iteration) as writer,
+            MetricsWriter(
+                run_dir, tensorboard=tensorboard, wandb=wandb, keep_until=iteration
+            ) as writer,
             Progress(
                 num_iters * algo.steps_per_update, steps, num_seeds=info["num_seeds"], quiet=quiet
             ) as bar,
@@ -462,7 +468,9 @@ def _run(
                 if max_iterations is not None and session_iters >= max_iterations:
                     break
                 t0 = time.perf_counter()
-                new_state, metrics = update(state)
+                compiles = info["compile"] and first_call is None  # the first call compiles
+                with bar.compiling(_update_name(info)) if compiles else contextlib.nullcontext():
+                    new_state, metrics = update(state)
                 _check_finite(iteration + 1, metrics, new_state)
                 state, iteration, session_iters = new_state, iteration + 1, session_iters + 1
                 steps = int(metrics["steps"].reshape(-1)[0])
@@ -492,7 +500,8 @@ def _run(
             save()
         _plot(run_dir, info)
         if first_call is not None:
-            _summary(run_dir, info, algo, session_iters, time.perf_counter() - t_start, first_call)
+            seconds = time.perf_counter() - t_start
+            _summary(run_dir, info, algo, session_iters, seconds, first_call, bar.compiles)
     except _STOPPING_FAILURES as e:
         # what the run met outside its numbers: the last checkpoint and metrics are kept
         raise _stopped(e, _kept(run_dir, iteration, saved)) from e
@@ -549,6 +558,18 @@ def _out_of_memory(e: BaseException) -> str:
     )
 
 
+def _update_name(info: dict[str, Any]) -> str:
+    """``"the ppo update (8 seeds, CartPole-v1)"``: what the compile phase compiles."""
+    env = getattr(info["config"], "env", "")
+    if info["sweep"]:
+        agents = f"{info['num_seeds'] // info['seeds']} combinations x {info['seeds']} seeds"
+    elif info.get("tasks"):
+        agents = f"{info['tasks']['count']} tasks x {info['seeds']} seeds"
+    else:
+        agents = f"{info['num_seeds']} seed{'s' if info['num_seeds'] > 1 else ''}"
+    return f"the {info['algorithm']} update ({agents}{', ' + env if env else ''})"
+
+
 def _title(info: dict[str, Any]) -> str:
     env = getattr(info["config"], "env", "")
     if info["sweep"]:
@@ -569,9 +590,17 @@ def _plot(run_dir: Path, info: dict[str, Any]) -> None:
 
 
 def _summary(
-    run_dir: Path, info: dict[str, Any], algo: Any, iters: int, seconds: float, first: float
+    run_dir: Path,
+    info: dict[str, Any],
+    algo: Any,
+    iters: int,
+    seconds: float,
+    first: float,
+    compiles: list[Any],
 ) -> None:
-    """Append this session's timing to ``run_dir/timing.jsonl`` (compile time apart)."""
+    """Append this session's timing to ``run_dir/timing.jsonl`` (compile time apart:
+    ``compile_s`` the programs' tracing and inductor, ``compile_from_cache`` whether
+    inductor loaded every one from its cache; None where nothing was compiled)."""
     import json
 
     line = {
@@ -584,6 +613,8 @@ def _summary(
         if iters > 1
         else None,
         "compile": info["compile"],
+        "compile_s": round(sum(r.seconds for r in compiles), 3) if compiles else None,
+        "compile_from_cache": all(r.from_cache for r in compiles) if compiles else None,
         "threads": torch.get_num_threads(),
     }
     checkpoint.append_text(run_dir / "timing.jsonl", json.dumps(line) + "\n")

@@ -1,4 +1,5 @@
-"""A run's metrics on disk: ``metrics.jsonl``, ``metrics.csv`` and, if asked, TensorBoard.
+"""A run's metrics on disk: ``metrics.jsonl``, ``metrics.csv`` and, if asked, TensorBoard
+and Weights & Biases.
 
 One row per iteration and seed: ``iteration``, (in a sweep run ``combination``, see
 ``fxrl.run.sweep``), ``seed``, then everything the algorithm's
@@ -6,6 +7,14 @@ One row per iteration and seed: ``iteration``, (in a sweep run ``combination``, 
 losses...), then ``steps_per_s`` and ``time`` (seconds since the run started). Rows are
 flushed when the iteration ends, so a killed run keeps its history; a NaN (no episode
 ended) is written as JSON ``null`` and an empty CSV cell.
+
+TensorBoard (``--tensorboard``, the ``tensorboard`` extra) and W&B (``--wandb``, the
+``wandb`` extra) get every number of a row as ``seed{s}/{name}`` (``{combination}/seed{s}/
+{name}`` in a sweep run) against ``steps``, the env steps per seed. The W&B run is named
+after the run directory, carries its ``config.json`` as its config, is kept under
+``DIR/wandb`` (``WANDB_MODE=offline`` keeps it there only; ``wandb sync`` uploads it
+later), goes to the project ``WANDB_PROJECT`` (default ``fxrl``), and a resumed run
+continues it (its id is in ``DIR/wandb_id``).
 """
 
 from __future__ import annotations
@@ -15,14 +24,16 @@ import io
 import json
 import math
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from fxrl._optional import require
 from fxrl.run.checkpoint import WriteError, append_text, atomic_write
 
-__all__ = ["MetricsWriter", "read_rows", "rows_from_metrics"]
+__all__ = ["MetricsWriter", "check_loggers", "read_rows", "rows_from_metrics"]
 
 _FIRST = (
     "iteration",
@@ -65,8 +76,62 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def check_loggers(*, tensorboard: bool = False, wandb: bool = False) -> None:
+    """A logger whose package is missing, as a one-line error naming its extra (before a
+    run writes anything)."""
+    if tensorboard:
+        require("tensorboard", "writing TensorBoard events (--tensorboard)")
+    if wandb:
+        require("wandb", "logging to Weights & Biases (--wandb)")
+
+
+def _scalars(row: dict[str, Any]) -> dict[str, float]:
+    """A row's numbers as ``[combination/]seed{s}/{name}`` (not the row's own coordinates)."""
+    where = f"{row['combination']}/" if "combination" in row else ""
+    return {
+        f"{where}seed{row['seed']}/{k}": v
+        for k, v in row.items()
+        if k not in ("iteration", "combination", "seed", "steps") and isinstance(v, int | float)
+    }
+
+
+class _Wandb:
+    """One W&B run for a run directory (see the module docstring)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        wandb = require("wandb", "logging to Weights & Biases (--wandb)")
+        id_file = run_dir / "wandb_id"
+        run_id = id_file.read_text().strip() if id_file.exists() else secrets.token_hex(4)
+        if not id_file.exists():
+            atomic_write(id_file, run_id.encode())
+        config_file = run_dir / "config.json"
+        config = json.loads(config_file.read_text()) if config_file.exists() else {}
+        self.run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "fxrl"),
+            name=run_dir.name,
+            id=run_id,
+            resume="allow",
+            dir=str(run_dir),
+            config=config,
+            settings=wandb.Settings(silent=True, console="off"),
+        )
+
+    def log(self, rows: list[dict[str, Any]]) -> None:
+        """One W&B step per iteration, at the env steps per seed. A resumed run logs its
+        replayed iterations again; W&B keeps the first copy of a step (they are equal)."""
+        by_steps: dict[int, dict[str, float]] = {}
+        for r in rows:
+            by_steps.setdefault(int(r["steps"]), {}).update(_scalars(r))
+        for steps, values in by_steps.items():
+            if steps >= self.run.step:
+                self.run.log(values, step=steps)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
 class MetricsWriter:
-    """Appends rows to ``DIR/metrics.jsonl`` and ``DIR/metrics.csv`` (and TensorBoard).
+    """Appends rows to ``DIR/metrics.jsonl`` and ``DIR/metrics.csv`` (and TensorBoard, W&B).
 
     ``MetricsWriter(dir, keep_until=iteration)`` first drops rows after ``iteration``
     (those a resumed run will write again), so a resumed run's files equal an
@@ -76,7 +141,12 @@ class MetricsWriter:
     """
 
     def __init__(
-        self, run_dir: str | Path, *, tensorboard: bool = False, keep_until: int | None = None
+        self,
+        run_dir: str | Path,
+        *,
+        tensorboard: bool = False,
+        wandb: bool = False,
+        keep_until: int | None = None,
     ) -> None:
         self.dir = Path(run_dir)
         self.jsonl_path, self.csv_path = self.dir / "metrics.jsonl", self.dir / "metrics.csv"
@@ -84,9 +154,11 @@ class MetricsWriter:
         self._rewrite(keep_until)
         self._tb = None
         if tensorboard:
+            require("tensorboard", "writing TensorBoard events (--tensorboard)")
             from torch.utils.tensorboard import SummaryWriter
 
             self._tb = SummaryWriter(str(self.dir / "tensorboard"))
+        self._wandb = _Wandb(self.dir) if wandb else None
 
     def _rewrite(
         self, keep_until: int | None = None, more: list[dict[str, Any]] | None = None
@@ -115,15 +187,17 @@ class MetricsWriter:
                 raise
         if self._tb is not None:
             for r in rows:
-                where = f"{r['combination']}/" if "combination" in r else ""
-                for k, v in r.items():
-                    if k not in ("iteration", "seed", "steps") and isinstance(v, int | float):
-                        self._tb.add_scalar(f"{where}seed{r['seed']}/{k}", v, r["steps"])
+                for name, v in _scalars(r).items():
+                    self._tb.add_scalar(name, v, r["steps"])
             self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(rows)
 
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+        if self._wandb is not None:
+            self._wandb.close()
 
     def __enter__(self) -> MetricsWriter:
         return self

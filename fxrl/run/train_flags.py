@@ -34,6 +34,12 @@ RUN_FLAGS: dict[str, tuple[Any, Any, str]] = {
     "out": (str | None, None, "the run directory; None: runs/ALGO-ENV-TIME"),
     "quiet": (bool, False, "log a line every 10 s instead of drawing a progress bar"),
     "tensorboard": (bool, False, "also write TensorBoard events to OUT/tensorboard"),
+    "wandb": (
+        bool,
+        False,
+        "also log to Weights & Biases (the wandb extra): project WANDB_PROJECT (default "
+        "fxrl), files under OUT/wandb; WANDB_MODE=offline keeps them local",
+    ),
     "compile": (
         bool,
         True,

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from fxrl import random, tree
+from fxrl._optional import require
 from fxrl.envs.core import Env, Wrapper
 from fxrl.envs.host import HostEnv
 from fxrl.run.checkpoint import written_atomically
@@ -187,8 +188,7 @@ class _Ffmpeg:
         import subprocess
         import tempfile
 
-        import imageio_ffmpeg
-
+        imageio_ffmpeg = require("imageio_ffmpeg", f"writing {self.path.suffix} videos")
         cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-f", "rawvideo", "-vcodec", "rawvideo",
                "-s", f"{width}x{height}", "-pix_fmt", "rgb24", "-r", str(self.fps), "-i", "-",
                "-an", "-vcodec", "libx264", "-pix_fmt", "yuv420p", "-v", "error",

@@ -5,10 +5,14 @@ Hypothesis strategies (``keys``, ``from_spec``, ``all_specs``, ``tensors``, ``tr
 ``testing`` extra (hypothesis).
 """
 
-from fxrl.testing.checks import assert_trees_close, check_vmap
-from fxrl.testing.envs import check_env
-from fxrl.testing.export import ExportCheck, check_export
-from fxrl.testing.strategies import all_specs, from_spec, keys, tensors, trees
+from fxrl._optional import require
+
+require("hypothesis", "fxrl.testing")
+
+from fxrl.testing.checks import assert_trees_close, check_vmap  # noqa: E402
+from fxrl.testing.envs import check_env  # noqa: E402
+from fxrl.testing.export import ExportCheck, check_export  # noqa: E402
+from fxrl.testing.strategies import all_specs, from_spec, keys, tensors, trees  # noqa: E402
 
 __all__ = [
     "ExportCheck",

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from fxrl import random, tree
+from fxrl._optional import require
 from fxrl.envs.core import Env
 from fxrl.export import export, to_onnx
 
@@ -113,8 +114,8 @@ def _save(exported: Any, path: Path, optimize: bool = True) -> None:
     """``to_onnx``, then ``Where`` over bool tensors rewritten over uint8: onnxruntime
     (its CPU kernels, which onnxruntime-web compiles to wasm) has no bool ``Where``, which
     grid envs (MinAtar's bricks and walls) select with."""
-    import onnx
-    from onnx import TensorProto, helper
+    onnx = require("onnx", "fxrl export --format web")
+    TensorProto, helper = onnx.TensorProto, onnx.helper
 
     to_onnx(exported, path, optimize=optimize)
     model = onnx.load(str(path))
