@@ -153,7 +153,7 @@ def _cases(tmp_path):
         ("onnxscript", lambda: to_onnx(_exported(), tmp_path / "p.onnx"), "export"),
         ("onnxruntime", lambda: load_onnx(tmp_path / "p.onnx"), "export"),
         ("tensorboard", lambda: MetricsWriter(tmp_path, tensorboard=True), "tensorboard"),
-        ("imageio", lambda: _Ffmpeg(tmp_path / "v.mp4", 30).append(None), "video"),
+        ("imageio_ffmpeg", lambda: _Ffmpeg(tmp_path / "v.mp4", 30), "video"),
         ("stable_baselines3", sb3._vec_env_class.__wrapped__, "sb3"),
         ("hypothesis", "fxrl.testing", "testing"),
         ("ray", "fxrl.distributed", "ray"),

@@ -172,6 +172,7 @@ class _Ffmpeg:
 
     def __init__(self, path: Path, fps: int) -> None:
         self.path, self.fps, self.proc, self.log = path, fps, None, None
+        self.ffmpeg = require("imageio_ffmpeg", f"writing {path.suffix} videos")
 
     def append(self, frame: np.ndarray) -> None:
         pad = ((0, frame.shape[0] % 2), (0, frame.shape[1] % 2), (0, 0))
@@ -188,8 +189,7 @@ class _Ffmpeg:
         import subprocess
         import tempfile
 
-        imageio_ffmpeg = require("imageio_ffmpeg", f"writing {self.path.suffix} videos")
-        cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-y", "-f", "rawvideo", "-vcodec", "rawvideo",
+        cmd = [self.ffmpeg.get_ffmpeg_exe(), "-y", "-f", "rawvideo", "-vcodec", "rawvideo",
                "-s", f"{width}x{height}", "-pix_fmt", "rgb24", "-r", str(self.fps), "-i", "-",
                "-an", "-vcodec", "libx264", "-pix_fmt", "yuv420p", "-v", "error",
                str(self.path)]  # fmt: skip
