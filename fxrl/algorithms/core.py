@@ -328,7 +328,7 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
     rule): differentiate a rolled loop with ``scan_vjp``.
     """
     if isinstance(xs, int):
-        xs = torch.arange(xs)
+        xs = torch.arange(xs, device=_device_of(carry))
     if torch.compiler.is_compiling():
         return _dynamo_scan(body, carry, xs)
     from fxrl.compile import is_tracing
@@ -341,6 +341,12 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
         carry, y = body(carry, tree.map(lambda x, i=i: x[i], xs))
         ys.append(y)
     return carry, tree.stack(ys)
+
+
+def _device_of(tree_: Any) -> torch.device | None:
+    """The device of the first tensor in ``tree_`` (None: it holds none)."""
+    leaves = [x for x in tree.leaves(tree_) if isinstance(x, Tensor)]
+    return leaves[0].device if leaves else None
 
 
 def scan_vjp(
@@ -634,6 +640,7 @@ def _swept(
         f: torch.tensor(
             [c[f] for c in combos for _ in range(num_seeds)],
             dtype=torch.float64 if f in wide else torch.float32,
+            device="cpu",  # moved to the agents' device by each update (on_device)
         )
         for f in combos[0]
     }
@@ -656,6 +663,10 @@ def _swept(
     def all_agents(values: dict, state: Any) -> tuple[Any, dict]:
         return torch.func.vmap(one)(values, state)
 
+    def on_device(state: Any) -> dict:  # the numbers go where the agents are
+        device = _device_of(state)
+        return {k: v.to(device) for k, v in numbers.items()}
+
     if compile is True:
         from fxrl.compile import compile as fxrl_compile
 
@@ -663,7 +674,7 @@ def _swept(
         program = fxrl_compile(all_agents)
 
         def update(state: Any) -> tuple[Any, dict]:
-            return program(numbers, state)
+            return program(on_device(state), state)
 
         return init, update
     if compile:
@@ -673,7 +684,7 @@ def _swept(
         )
 
     def update(state: Any) -> tuple[Any, dict]:
-        return all_agents(numbers, state)
+        return all_agents(on_device(state), state)
 
     return init, update
 

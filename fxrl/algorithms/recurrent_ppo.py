@@ -165,7 +165,8 @@ class RecurrentAlgorithm(NamedTuple):
     """``core.Algorithm``'s fields, a recurrent ``policy``, and ``initial_carry``.
 
     ``policy(params, obs [*B, full_obs_dim], carry, is_init [*B] bool, key=None,
-    mode="mode") -> (action [*B], carry)``; ``initial_carry(batch_shape=())`` gives zeros.
+    mode="mode") -> (action [*B], carry)``; ``initial_carry(batch_shape=(), device=None)``
+    gives zeros.
     """
 
     init: Any
@@ -294,8 +295,10 @@ def make(config: Config) -> RecurrentAlgorithm:
     num_updates = onpolicy.num_updates(config, steps_per_update)
     opt, lr_at = onpolicy.make_optimizer(config, grad_steps, num_updates)
 
-    def initial_carry(batch_shape: tuple[int, ...] = ()) -> Any:
-        return net.initial_carry(tuple(batch_shape))
+    def initial_carry(
+        batch_shape: tuple[int, ...] = (), device: torch.device | str | None = None
+    ) -> Any:
+        return net.initial_carry(tuple(batch_shape), device)
 
     def policy(
         params: dict,
@@ -316,9 +319,9 @@ def make(config: Config) -> RecurrentAlgorithm:
         k_net, k_env, k_state = random.split(key, 3).unbind(-2)
         params = {"net": net.init(k_net)}
         env_state, ts = benv.reset(k_env)
-        carry = initial_carry((n,))
-        is_init = torch.ones(n, dtype=torch.bool)
-        zero = torch.zeros((), dtype=torch.int64)
+        carry = initial_carry((n,), key.device)
+        is_init = torch.ones(n, dtype=torch.bool, device=key.device)
+        zero = torch.zeros((), dtype=torch.int64, device=key.device)
         opt_state = opt.init(params["net"])
         return TrainState(params, opt_state, env_state, ts.obs, carry, is_init, k_state, zero, zero)
 

@@ -67,14 +67,16 @@ def task_params(env: Env, **values: Any) -> Any:
       values: param name -> a sequence or 1-d tensor of per-task values [num_tasks];
         params not named keep the env's default, repeated per task.
     Returns:
-      the env's params dataclass with every leaf a tensor [num_tasks].
+      the env's params dataclass with every leaf a tensor [num_tasks], on the device of
+      the first tensor among ``values`` (none: torch's default device).
     """
     if not values:
         raise ValueError(f"task_params: name at least one param of {_fields(env)}.")
+    device = next((v.device for v in values.values() if isinstance(v, Tensor)), None)
     columns = {}
     for name, v in values.items():
         _check_name("task_params", env, name)
-        col = torch.as_tensor(v, dtype=env.dtype) if not isinstance(v, Tensor) else v.to(env.dtype)
+        col = torch.as_tensor(v, dtype=env.dtype, device=device)
         if col.ndim != 1 or col.shape[0] == 0 or not torch.isfinite(col).all():
             raise ValueError(
                 f"task_params: {name} has {list(col.shape)} values {col.tolist()}; expected a "
@@ -85,7 +87,7 @@ def task_params(env: Env, **values: Any) -> Any:
     if len(set(sizes.values())) != 1:
         raise ValueError(f"task_params: every param needs one value per task; got sizes {sizes}.")
     n = next(iter(sizes.values()))
-    defaults = params_as_tensors(env.default_params, env.dtype)
+    defaults = params_as_tensors(env.default_params, env.dtype, device)
     return tree.map(lambda d: d.expand(n).clone(), defaults).replace(**columns)
 
 
