@@ -88,6 +88,7 @@ def _train(argv: list[str]) -> int:
         quiet=flag("quiet"),
         tensorboard=flag("tensorboard"),
         checkpoint_every=flag("checkpoint_every"),
+        device=flag("device"),
         **kwargs,
     )
     return _report(result)
@@ -125,6 +126,7 @@ def _resume(argv: list[str]) -> int:
     p.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: the run's)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: the run's)")
     a = p.parse_args(argv)
     from fxrl.run.host_run import is_host_run
 
@@ -140,7 +142,11 @@ def _resume(argv: list[str]) -> int:
             f"fxrl resume: warning: {message}", file=sys.stderr
         )
         result = resume(
-            a.dir, checkpoint_name=a.checkpoint, quiet=a.quiet, tensorboard=a.tensorboard
+            a.dir,
+            checkpoint_name=a.checkpoint,
+            quiet=a.quiet,
+            tensorboard=a.tensorboard,
+            device=a.device,
         )
     return _report(result)
 
