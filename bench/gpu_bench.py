@@ -18,8 +18,8 @@ costs only its case), in order of importance, as many as ``--total-s`` allows:
                  (one seed, ``device="cuda"``) where SB3 imports, SB3's settings on both
 
 Each line of ``--out`` (JSONL, rewritten after every case, so a call cut short keeps what
-finished): a header (``case: setup``: GPU name, torch, jax and jaxlib versions, the
-command), then per case ``compile_s`` (fxrl: the first update, which compiles and runs it
+finished): a header (GPU and CPU names, torch, jax and jaxlib versions, the command),
+then per case ``compile_s`` (fxrl: the first update, which compiles and runs it
 once; PureJaxRL: ``jit(...).lower().compile()``), ``run_s`` (the rest of the training),
 ``steps_per_s`` (env steps per second of all seeds in the run phase), ``final_return``
 (the mean return of the episodes that ended in the last 10 updates, as a check that both
@@ -48,6 +48,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _common import cpu_model  # bench/_common.py
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -372,7 +374,7 @@ def run_plan(args: argparse.Namespace) -> list[dict]:
     start = time.perf_counter()
     device = args.device or ("cuda" if gpu_name() != "none" else "cpu")
     header = {
-        "bench": "gpu_bench", "case": "setup", "gpu": gpu_name(), "device": device,
+        "bench": "gpu_bench", "gpu": gpu_name(), "device": device, "cpu": cpu_model(),
         "torch": _version("torch"), "jax": _version("jax"), "jaxlib": _version("jaxlib"),
         "python": sys.version.split()[0], "quick": args.quick, "plan": args.plan,
         "command": "python bench/gpu_bench.py " + " ".join(sys.argv[1:]),
