@@ -675,6 +675,31 @@ def _maml(key: torch.Tensor) -> Any:
     ]
 
 
+@check("evaluation")
+def _evaluation(key: torch.Tensor) -> Any:
+    """Greedy episodes against gymnasium and the pure env, params on ``DEVICE``."""
+    from fxrl.run.evaluate import evaluate_gymnasium, evaluate_pure, torch_actor
+
+    algo = ppo.make(ppo.Config(**PPO))
+    params = algo.init(key).params
+    rnn = recurrent_ppo.make(recurrent_ppo.Config(**PPO, rnn_hidden=4, hidden=(4,)))
+    rnn_params = rnn.init(key).params
+    env = envs.make("CartPole-v1")
+    task = tasks.task_params(env, length=t([0.5, 1.0]))
+    task_state = tasks.init_tasks(algo, key, task)
+    return [
+        core.evaluate(algo, params, 1),
+        core.evaluate(algo, params, 1, gymnasium=False),
+        recurrent_ppo.evaluate(rnn, rnn_params, 1),
+        tasks.evaluate_tasks(algo, task_state.params, task, 1),
+        tasks.evaluate_gymnasium(algo, params, tree.index(task, 0), 1),
+        evaluate_pure(algo, params, key, 2),
+        evaluate_pure(rnn, rnn_params, key, 2),
+        evaluate_gymnasium(torch_actor(algo, params), "CartPole-v1", 1),
+        evaluate_gymnasium(torch_actor(rnn, rnn_params), "CartPole-v1", 1),
+    ]
+
+
 # ------------------------------------------------------------------------------ the runner
 
 # Canaries: deliberate leaks both runs must report (tests/test_device.py checks they do).

@@ -23,8 +23,9 @@ ROOT = TESTS.parent
 
 # Checks that read values on the host by design, so they cannot run on meta inputs:
 # checked() compares each action with its spec, the collector counts finished episodes
-# in Python, task_params checks the values it is given.
-READS_VALUES = {"env checked", "collector", "task params"}
+# in Python, task_params checks the values it is given, evaluation plays episodes to
+# their end.
+READS_VALUES = {"env checked", "collector", "task params", "evaluation"}
 
 
 @pytest.fixture(scope="module")

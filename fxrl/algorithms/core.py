@@ -56,6 +56,7 @@ __all__ = [
     "episode_metrics",
     "evaluate",
     "make_env",
+    "params_device",
     "scan",
     "scan_vjp",
     "sweepable",
@@ -830,11 +831,17 @@ def evaluate(
                 returns.append(_gym_episode(algo, params, env_id, seed + e, mode))
             else:
                 returns.append(_pure_episode(algo, params, seed + e, mode))
-    return torch.tensor(returns, dtype=torch.float64)
+    return torch.tensor(returns, dtype=torch.float64, device=params_device(params))
 
 
 def _act(algo: Algorithm, params: Any, obs: Tensor, key: Tensor, mode: str) -> Tensor:
     return algo.policy(params, obs, key if mode != "mode" else None, mode=mode)
+
+
+def params_device(params: Any) -> torch.device:
+    """Where ``params`` are (their first tensor's device; the CPU for none): evaluation
+    against a host env moves each observation there and each action back."""
+    return _device_of(params) or torch.device("cpu")
 
 
 def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str) -> float:
@@ -843,11 +850,12 @@ def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str
 
     env = gym.make(env_id)
     obs, _ = env.reset(seed=seed)
-    key, total, done = random.key(seed), 0.0, False
+    device = params_device(params)
+    key, total, done = random.key(seed, device=device), 0.0, False
     while not done:
         key, sub = random.split(key).unbind(0)
-        x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype)
-        action = _act(algo, params, x, sub, mode).numpy()
+        x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
+        action = _act(algo, params, x, sub, mode).cpu().numpy()
         if action.ndim == 0:
             action = action.item()
         obs, reward, terminated, truncated, _ = env.step(action)
@@ -859,7 +867,7 @@ def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str
 
 def _pure_episode(algo: Algorithm, params: Any, seed: int, mode: str) -> float:
     env = algo.env
-    key = random.key(seed)
+    key = random.key(seed, device=params_device(params))
     key, reset_key = random.split(key).unbind(0)
     state, ts = env.reset(reset_key)
     total = 0.0

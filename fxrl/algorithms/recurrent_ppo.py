@@ -439,23 +439,25 @@ def evaluate(
     import numpy as np
 
     returns = []
+    device = core.params_device(params)  # observations go there, actions come back
     with torch.no_grad():
         for e in range(episodes):
             env = gym.make(algo.config.env)
             obs, _ = env.reset(seed=seed + e)
-            carry, is_init = algo.initial_carry(), torch.tensor(True)
-            key, total, done = random.key(seed + e), 0.0, False
+            carry = algo.initial_carry((), device)
+            is_init = torch.tensor(True, device=device)
+            key, total, done = random.key(seed + e, device=device), 0.0, False
             while not done:
                 key, sub = random.split(key).unbind(0)
-                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype)
+                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
                 k_act = sub if mode != "mode" else None
                 action, carry = algo.policy(params, x, carry, is_init, k_act, mode=mode)
                 obs, reward, terminated, truncated, _ = env.step(int(action))
                 total += float(reward)
-                done, is_init = terminated or truncated, torch.tensor(False)
+                done, is_init = terminated or truncated, torch.zeros_like(is_init)
             env.close()
             returns.append(total)
-    return torch.tensor(returns, dtype=torch.float64)
+    return torch.tensor(returns, dtype=torch.float64, device=device)
 
 
 def train(

@@ -29,7 +29,7 @@ from torch import Tensor
 
 from fxrl import envs, random, tree
 from fxrl._errors import unknown
-from fxrl.algorithms.core import Algorithm, batched
+from fxrl.algorithms.core import Algorithm, batched, params_device
 from fxrl.envs.core import Env, params_as_tensors
 
 __all__ = [
@@ -237,13 +237,15 @@ def evaluate_tasks(
     def act(p: Any, obs: Tensor, key: Tensor | None) -> Tensor:
         return algo.policy(p, obs, key, mode=mode)
 
+    device = params_device(params)
+    keys = random.split(random.key(seed, device=device), n)
     with torch.no_grad():
-        state, obs, k_act = torch.func.vmap(start)(env_params, random.split(random.key(seed), n))
+        state, obs, k_act = torch.func.vmap(start)(env_params, keys)
         # the episodes of all tasks step as one flat batch env (each env state carries its
         # task's params): a nested vmap of the batch env costs about 2.5x more per step
         state = tree.map(lambda x: x.reshape(n * episodes, *x.shape[2:]), state)
-        total = torch.zeros(n, episodes, dtype=torch.float64)
-        alive = torch.ones(n, episodes, dtype=torch.bool)
+        total = torch.zeros(n, episodes, dtype=torch.float64, device=device)
+        alive = torch.ones(n, episodes, dtype=torch.bool, device=device)
         for t in range(limit):
             if mode == "mode":
                 action = torch.func.vmap(lambda p, o: act(p, o, None))(params, obs)
@@ -302,18 +304,19 @@ def evaluate_gymnasium(
     import numpy as np
 
     returns = []
+    device = params_device(params)  # observations go there, actions come back
     with torch.no_grad():
         for e in range(episodes):
             env = gymnasium_env(algo.config.env, env_params)
             obs, _ = env.reset(seed=seed + e)
             total, done = 0.0, False
             while not done:
-                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype)
-                action = algo.policy(params, x, None, mode="mode").numpy()
+                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
+                action = algo.policy(params, x, None, mode="mode").cpu().numpy()
                 obs, reward, terminated, truncated, _ = env.step(
                     action.item() if action.ndim == 0 else action
                 )
                 total, done = total + float(reward), terminated or truncated
             env.close()
             returns.append(total)
-    return torch.tensor(returns, dtype=torch.float64)
+    return torch.tensor(returns, dtype=torch.float64, device=device)
