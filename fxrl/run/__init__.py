@@ -14,7 +14,8 @@
 
 Modules: ``loop`` (train/resume), ``checkpoint`` (safetensors, atomic, checked),
 ``metrics`` (metrics.jsonl/csv, TensorBoard), ``plots``, ``progress``, ``evaluate``,
-``export_run``, ``config_io`` (config.json), ``train_flags`` (the CLI's flags), ``sweep``
+``export_run``, ``config_io`` (config.json), ``device`` (``--device``), ``train_flags`` (the
+CLI's flags), ``sweep``
 (``--sweep``, rows tagged by combination, ``--pick``), ``tasks`` (``--tasks``, task
 ensembles' drawn params, rows tagged by task), ``host_run`` (a policy trained from Python
 on a host env, such as ALE Pong, saved as a run directory that ``fxrl eval`` and ``fxrl
