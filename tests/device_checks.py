@@ -531,21 +531,18 @@ def _rollout(key: torch.Tensor) -> Any:
 
 @check("collector")
 def _collector(key: torch.Tensor) -> Any:
-    k3 = key
     env = envs.batch(envs.make("CartPole-v1"), 2)
-    out = []
-    c = collector(env, _random_policy(env), t([1.0, 2.0]), k3, 4, total_frames=8,
+    c = collector(env, _random_policy(env), t([1.0, 2.0]), key, 4, total_frames=8,
                   init_random_frames=4)  # fmt: skip
-    out += [batch for batch in c]
+    out = list(c)
 
-    def ou_policy(params: Any, obs: Any, noise: Any, is_init: torch.Tensor, key: torch.Tensor):
-        greedy = torch.ones(2, dtype=torch.int64, device=obs.device)
-        return (greedy, {"v": obs[..., 0]}), noise
+    def with_state(params: Any, obs: Any, state: Any, is_init: torch.Tensor, key: torch.Tensor):
+        push_right = torch.ones(2, dtype=torch.int64, device=obs.device)
+        return (push_right, {"v": obs[..., 0]}), {"n": state["n"] + is_init}
 
-    stateful = collector(env, ou_policy, None, k3, 4, total_frames=4,
+    stateful = collector(env, with_state, None, key, 4, total_frames=4,
                          policy_state={"n": torch.zeros(2, device=DEVICE)})  # fmt: skip
-    out += [batch for batch in stateful]
-    return out
+    return out + list(stateful)
 
 
 # ------------------------------------------------------------------------------ algorithms
