@@ -372,8 +372,13 @@ class _CudaGraph:
         try:
             with torch.cuda.graph(graph):
                 self.outputs = list(self.run(*self.inputs))
+            # a replay recomputes GPU work only: an output made on the host would keep
+            # its value from the capture
+            host = [o for o in self.outputs if o.device.type != "cuda"]
+            if host:
+                raise RuntimeError(f"{len(host)} output(s) are made on {host[0].device}")
         except Exception as e:  # an op that cannot be captured (a host read of GPU data)
-            self.graph, self.inputs = False, []
+            self.graph, self.inputs, self.outputs = False, [], []
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             warnings.warn(
                 f"fxrl.compile: this program could not be captured as a CUDA graph ({first}); "
