@@ -91,6 +91,7 @@ def _train(argv: list[str]) -> int:
         tensorboard=flag("tensorboard"),
         wandb=flag("wandb"),
         checkpoint_every=flag("checkpoint_every"),
+        device=flag("device"),
         **kwargs,
     )
     return _report(result)
@@ -133,6 +134,7 @@ def _resume(argv: list[str]) -> int:
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events")
     p.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: the run's)")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: the run's)")
     a = p.parse_args(argv)
     from fxrl.run.host_run import is_host_run
 
@@ -153,6 +155,7 @@ def _resume(argv: list[str]) -> int:
             quiet=a.quiet,
             tensorboard=a.tensorboard,
             wandb=a.wandb,
+            device=a.device,
         )
     return _report(result)
 

@@ -131,9 +131,11 @@ class Collector:
             batch = tree.map(lambda x: x.reshape(self.frames_per_batch, *x.shape[event:]), batch)
         self.frames += self.frames_per_batch
         self.batches += 1
+        device = self._return.device
+        none = torch.zeros(0, device=device)
         stats = {
-            "episode_return": torch.cat(returns) if returns else torch.zeros(0),
-            "episode_length": torch.cat(lengths) if lengths else torch.zeros(0, dtype=torch.int64),
+            "episode_return": torch.cat(returns) if returns else none,
+            "episode_length": torch.cat(lengths) if lengths else none.long(),
             "frames": self.frames,
             "random": use_random,
         }
@@ -146,13 +148,15 @@ class Collector:
         self._obs = ts.info.get("next_obs", ts.obs)
         shape = self.env.batch_shape
         first = self._next_traj
-        self._traj = (first + torch.arange(self.num_envs, dtype=torch.int64)).reshape(shape)
+        device = ts.reward.device  # the env's (a pure env's: the key's; a host env's: CPU)
+        ids = torch.arange(self.num_envs, dtype=torch.int64, device=device)
+        self._traj = (first + ids).reshape(shape)
         self._next_traj = first + self.num_envs
-        self._return = torch.zeros(shape, dtype=torch.float64)
-        self._length = torch.zeros(shape, dtype=torch.int64)
+        self._return = torch.zeros(shape, dtype=torch.float64, device=device)
+        self._length = torch.zeros(shape, dtype=torch.int64, device=device)
         if self.stateful:
             self.policy_state = self._initial_state
-            self.is_init = torch.ones(shape, dtype=torch.bool)
+            self.is_init = torch.ones(shape, dtype=torch.bool, device=device)
 
     def _act(self, params: Any, key: Tensor, action: Any) -> tuple[Any, Any, dict[str, Any]]:
         """``(action, extras, record)``: the policy's action (or ``action`` where given: a
@@ -198,9 +202,8 @@ class Collector:
         if bool(done.any()):
             returns.append(self._return[done].float().reshape(-1))
             lengths.append(self._length[done].reshape(-1))
-            zero = torch.zeros((), dtype=torch.int64)
             self._return = torch.where(done, 0.0, self._return)
-            self._length = torch.where(done, zero, self._length)
+            self._length = torch.where(done, 0, self._length)
             new_ids = self._next_traj + done.reshape(-1).long().cumsum(0).reshape(done.shape) - 1
             self._traj = torch.where(done, new_ids, self._traj)
             self._next_traj += int(done.sum())

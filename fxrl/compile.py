@@ -22,8 +22,10 @@ is needed: the output depends only on the input leaves. So ``fxrl.compile``
   inlining it into each, which keeps Threefry's 20 rounds from growing into huge loop
   bodies (the batched CartPole step: 5 s of compile CPU instead of 28 s); on the CPU
   (torch 2.13) ``cpp_wrapper=True``, so the code around the kernels (allocations, kernel calls, the
-  rolled loops themselves) is C++ rather than inductor's generated Python; and each
-  program is specialized to its inputs' shapes (no symbolic sizes);
+  rolled loops themselves) is C++ rather than inductor's generated Python; on a GPU the
+  whole program (loops included) is captured as one CUDA graph and replayed
+  (``fxrl.cuda_graph``, see ``FXRL_OPTIONS``); and each program is specialized to its
+  inputs' shapes (no symbolic sizes);
 - stores the program in inductor's on-disk FX graph cache (``TORCHINDUCTOR_CACHE_DIR``):
   another process tracing the same graph loads it instead of compiling; the key is the
   graph itself, so a changed function never gets a stale program;
@@ -51,7 +53,9 @@ wrapper, torch 2.13 only); ``torch._guards.tracing`` with
 a ``FakeTensorMode``/``ShapeEnv`` (the FX graph cache needs a tracing context);
 ``torch._C._DisableFuncTorch`` and ``torch._C._functorch`` (unwrapping an enclosing
 vmap); ``torch._higher_order_ops.scan.scan_op`` (in ``core.scan``: the rolled loop,
-called directly because its Python wrapper runs dynamo, which refuses an enclosing vmap).
+called directly because its Python wrapper runs dynamo, which refuses an enclosing vmap);
+``torch.cuda.CUDAGraph`` on inductor's compiled callable (``fxrl.cuda_graph``: it relies on
+inductor lowering a scan to a while loop counted on the CPU, torch 2.11 and 2.13).
 """
 
 from __future__ import annotations
@@ -108,6 +112,20 @@ DEFAULT_OPTIONS: dict[str, Any] = {
 # torch (whose C++ wrapper may still fail on loops), unless the caller's options name
 # them.
 _CPU_DEFAULTS = ("cpp_wrapper", "cpp_wrapper_build_separate")
+
+# fxrl's own options, given in the same dict as inductor's (``options=``):
+#   fxrl.cuda_graph: a program whose inputs are all on one CUDA device runs as one CUDA
+#     graph (torch.cuda.CUDAGraph) captured on its second call and replayed after: the
+#     whole program, its rolled loops included, is one launch. Inductor lowers a rolled
+#     loop to a while loop whose counter lives on the CPU (its scan-to-while pass), so a
+#     fixed-length loop reads nothing back from the GPU and a capture records every
+#     iteration; inductor's own CUDA graphs (triton.cudagraphs) leave programs holding a
+#     loop out (torch 2.11 and 2.13), and its cudagraph trees hand back outputs the next
+#     replay overwrites. Here inputs are copied into the graph's inputs and outputs
+#     copied out, so a compiled function stays pure. Default: on for CUDA programs; a
+#     program that writes an input in place (an off-policy update's replay buffer) or
+#     whose capture fails runs as compiled (the failure is warned about once).
+FXRL_OPTIONS = ("fxrl.cuda_graph",)
 
 # Programs kept per compiled function (least recently used dropped first): a function
 # called with ever new shapes or static values would otherwise keep every program alive.
@@ -321,18 +339,124 @@ def _distinct(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
-def _options(given: dict[str, Any], tensors: list[torch.Tensor]) -> dict[str, Any]:
-    """Inductor's options for one program: ``given`` over ``DEFAULT_OPTIONS``, less the
-    C++ wrapper defaults the caller did not set when a tensor is on another device or
-    this torch is not the one ``fxrl._cpp_wrapper_patch`` fixes."""
+def _options(given: dict[str, Any], tensors: list[Any]) -> dict[str, Any]:
+    """Inductor's options for one program: ``given`` over ``DEFAULT_OPTIONS`` (fxrl's own
+    options left out), less the C++ wrapper defaults the caller did not set when a tensor
+    is on another device or this torch is not the one ``fxrl._cpp_wrapper_patch`` fixes."""
     from fxrl import _cpp_wrapper_patch
 
-    merged = {**DEFAULT_OPTIONS, **given}
+    merged = {k: v for k, v in {**DEFAULT_OPTIONS, **given}.items() if not k.startswith("fxrl.")}
     if not _cpp_wrapper_patch.applies() or any(t.device.type != "cpu" for t in tensors):
         for k in _CPU_DEFAULTS:
             if k not in given:
                 merged.pop(k, None)
     return merged
+
+
+def _own_options(given: dict[str, Any], tensors: list[Any]) -> dict[str, Any]:
+    """fxrl's own options for one program (``FXRL_OPTIONS``): ``given``'s, else what fits
+    the inputs' devices: ``fxrl.cuda_graph`` on when every input is on one CUDA device."""
+    own = {k: v for k, v in given.items() if k.startswith("fxrl.")}
+    unknown = sorted(set(own) - set(FXRL_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"fxrl.compile: unknown fxrl option(s) {unknown}; fxrl's own options are "
+            f"{list(FXRL_OPTIONS)} (other keys are inductor's)."
+        )
+    devices = {t.device for t in tensors}
+    on_one_gpu = len(devices) == 1 and next(iter(devices)).type == "cuda"
+    if own.get("fxrl.cuda_graph") and not on_one_gpu:
+        where = sorted(str(d) for d in devices) or "no tensor inputs"
+        raise ValueError(
+            f"fxrl.compile: fxrl.cuda_graph=True needs every input on one CUDA device; this "
+            f"call's inputs are on {where}. Move them (x.to('cuda')), or leave the option out."
+        )
+    own.setdefault("fxrl.cuda_graph", on_one_gpu)
+    return own
+
+
+def _writes_inputs(gm: torch.fx.GraphModule) -> bool:
+    """Whether the traced program writes one of its inputs in place (an off-policy
+    update writes its replay buffer; a pure function writes none): such a program cannot
+    be replayed from copies of its inputs. An op writing a tensor that is an input, or a
+    view of one, counts; writes into tensors the program made do not."""
+
+    def base(node: Any) -> Any:
+        # through views (ops whose output aliases their first input) to the tensor viewed
+        while (
+            isinstance(node, torch.fx.Node)
+            and node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload)
+            and node.target._schema.returns
+            and node.target._schema.returns[0].alias_info is not None
+            and not node.target._schema.is_mutable
+            and node.args
+        ):
+            node = node.args[0]
+        return node
+
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        schema = target._schema
+        if not schema.is_mutable:
+            continue
+        for arg, value in zip(schema.arguments, node.args, strict=False):
+            written = arg.alias_info is not None and arg.alias_info.is_write
+            if written and getattr(base(value), "op", None) == "placeholder":
+                return True
+    return False
+
+
+class _CudaGraph:
+    """A compiled program run as one CUDA graph (``fxrl.cuda_graph``): the first call runs
+    it as compiled (warming it up), the second captures it on copies of its inputs, and
+    every call from then on copies the inputs in, replays, and copies the outputs out."""
+
+    def __init__(self, run: Callable[..., Any]) -> None:
+        self.run = run
+        self.calls = 0
+        self.graph: Any = None  # torch.cuda.CUDAGraph once captured; False: capture failed
+
+    def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
+        self.calls += 1
+        if self.graph is False or self.calls == 1:
+            return self.run(*tensors)
+        if self.graph is None:
+            self._capture(tensors)
+            if self.graph is False:
+                return self.run(*tensors)
+        for dst, src in zip(self.inputs, tensors, strict=True):
+            dst.copy_(src)
+        self.graph.replay()
+        return [x.clone() for x in self.outputs]
+
+    def _capture(self, tensors: tuple[torch.Tensor, ...]) -> None:
+        import warnings
+
+        self.inputs = [t.clone() for t in tensors]
+        graph = torch.cuda.CUDAGraph()
+        torch.cuda.synchronize()
+        try:
+            with torch.cuda.graph(graph):
+                self.outputs = list(self.run(*self.inputs))
+            # a replay recomputes GPU work only: an output made on the host would keep
+            # its value from the capture
+            host = [o for o in self.outputs if o.device.type != "cuda"]
+            if host:
+                raise RuntimeError(f"{len(host)} output(s) are made on {host[0].device}")
+        except Exception as e:  # an op that cannot be captured (a host read of GPU data)
+            self.graph, self.inputs, self.outputs = False, [], []
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            warnings.warn(
+                f"fxrl.compile: this program could not be captured as a CUDA graph ({first}); "
+                "it runs as compiled. options={'fxrl.cuda_graph': False} skips the attempt.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return
+        self.graph = graph
 
 
 class _Program:
@@ -345,6 +469,7 @@ class _Program:
         _drop_unread_loop_inputs(gm)
         tensors = _distinct([leaves[i] for i in self.tensor_pos])
         options = _options(given, tensors)
+        own = _own_options(given, tensors)
         self.plan, keep = _prune_outputs(gm)
         gm.graph.output_node().args = (tuple(keep),)
         gm.graph.eliminate_dead_code()
@@ -360,10 +485,13 @@ class _Program:
         # shape env with symbolic sizes and compiles dynamic-shape kernels, and lowering a
         # loop whose output shape keeps a symbol fails ("KeyError: s..").
         # cpp_wrapper: inductor's C++ wrapper needs a fix to build a loop (see that module).
+        graphed = own["fxrl.cuda_graph"] and not _writes_inputs(gm)
         cpp = options.get("cpp_wrapper")
         patch = _cpp_wrapper_patch.patched() if cpp else contextlib.nullcontext()
         with torch._C._DisableFuncTorch(), _cache_context(), patch:
             self.compiled = compile_fx(gm, tensors, config_patches=options, ignore_shape_env=True)
+        if graphed:
+            self.compiled = _CudaGraph(self.compiled)
         watchers = _WATCHERS.get()
         if watchers:
             now_hits, now_misses = _cache_counts()
@@ -521,7 +649,9 @@ def compile(fn: Callable[..., Any] | None = None, *, options: dict[str, Any] | N
         (``{"realize_reads_threshold": 4}`` is inductor's own default: slower to compile
         Threefry-heavy code, sometimes faster to run; ``{"cpp_wrapper": False}``:
         inductor's Python wrapper, the default for programs off the CPU and on torch
-        versions other than 2.13).
+        versions other than 2.13), and fxrl's own (``FXRL_OPTIONS``:
+        ``{"fxrl.cuda_graph": False}`` runs a GPU program without capturing it as a CUDA
+        graph).
     Returns:
       A ``Compiled`` callable. Its first call with a new input signature compiles.
     """

@@ -107,7 +107,9 @@ def egreedy(
         rand = spec.sample(k_action, batch)
     if one_hot:
         rand = F.one_hot(rand.long(), spec.n)
-    explore = random.uniform(k_coin, batch, dtype=torch.float64) < torch.as_tensor(epsilon)
+    explore = random.uniform(k_coin, batch, dtype=torch.float64) < torch.as_tensor(
+        epsilon, device=key.device
+    )
     explore = explore.reshape(batch + (1,) * len(event))
     return torch.where(explore, rand.to(action.dtype), action)
 
@@ -123,7 +125,9 @@ def gaussian_noise(
     """
     _batch_shape("gaussian_noise", action, tuple(spec.shape))
     noise = random.normal(key, tuple(action.shape), torch.float64)
-    return spec.project(action + (mean + torch.as_tensor(sigma) * noise).to(action.dtype))
+    return spec.project(
+        action + (mean + torch.as_tensor(sigma, device=noise.device) * noise).to(action.dtype)
+    )
 
 
 @tree.dataclass
@@ -133,9 +137,16 @@ class OUState:
     noise: Tensor
 
 
-def ou_init(spec: specs.Box, batch_shape: tuple[int, ...] = (), x0: float = 0.0) -> OUState:
-    """The noise state at an episode start (``x0`` everywhere)."""
-    return OUState(torch.full((*batch_shape, *spec.shape), x0, dtype=spec.dtype))
+def ou_init(
+    spec: specs.Box,
+    batch_shape: tuple[int, ...] = (),
+    x0: float = 0.0,
+    device: torch.device | str | None = None,
+) -> OUState:
+    """The noise state at an episode start (``x0`` everywhere), on ``device`` (default:
+    torch's default device)."""
+    shape = (*batch_shape, *spec.shape)
+    return OUState(torch.full(shape, x0, dtype=spec.dtype, device=device))
 
 
 def ornstein_uhlenbeck(
@@ -172,5 +183,5 @@ def ornstein_uhlenbeck(
         x = torch.where(reset, torch.full_like(x, x0), x)
     eps = random.normal(key, tuple(x.shape), torch.float64).to(x.dtype)
     x = x + theta * (mu - x) * dt + sigma * math.sqrt(dt) * eps
-    noisy = action + torch.as_tensor(scale).to(action.dtype) * x.to(action.dtype)
+    noisy = action + torch.as_tensor(scale, device=x.device).to(action.dtype) * x.to(action.dtype)
     return spec.project(noisy), OUState(x)

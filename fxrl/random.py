@@ -122,10 +122,13 @@ def _shape(fn: str, shape: Shape) -> tuple[int, ...]:
     return out
 
 
-def key(seed: int | torch.Tensor) -> torch.Tensor:
+def key(seed: int | torch.Tensor, *, device: torch.device | str | None = None) -> torch.Tensor:
     """A key from an integer seed: int64 ``[2]`` = (high, low) 32-bit words of the seed.
 
-    A tensor of seeds ``[...]`` gives a batch of keys ``[..., 2]``.
+    A tensor of seeds ``[...]`` gives a batch of keys ``[..., 2]``. The key is made on
+    ``device``; by default on the seed tensor's device, or torch's default device for an
+    int seed. Every fxrl function makes its tensors on the device of its inputs, so
+    ``init(key(0, device="cuda"))`` gives a state on the GPU.
     """
     if isinstance(seed, bool) or not isinstance(seed, int | torch.Tensor):
         raise TypeError(f"fxrl.random.key: seed must be an int or an int tensor, got {seed!r}.")
@@ -134,11 +137,13 @@ def key(seed: int | torch.Tensor) -> torch.Tensor:
             raise TypeError(
                 f"fxrl.random.key: seed tensor has dtype {seed.dtype}; expected an integer dtype."
             )
-        seed = seed.to(torch.int64)
+        seed = seed.to(device=device, dtype=torch.int64)
     else:
         if not -(2**63) <= seed < 2**64:
             raise ValueError(f"fxrl.random.key: seed {seed} does not fit in 64 bits.")
-        seed = torch.tensor(seed - 2**64 if seed >= 2**63 else seed, dtype=torch.int64)
+        seed = torch.tensor(
+            seed - 2**64 if seed >= 2**63 else seed, dtype=torch.int64, device=device
+        )
     return torch.stack([(seed >> 32) & _MASK, seed & _MASK], dim=-1)
 
 
@@ -320,7 +325,7 @@ def _f64(value: float) -> torch.Tensor:
     # A float64 tensor, not a Python float: torch.export turns Python scalars in float64
     # arithmetic into float32 scalar tensors, which would round 0.180625, 1.6 and every
     # AS 241 coefficient to float32 in exported and ONNX programs.
-    return torch.tensor(value, dtype=torch.float64)
+    return torch.tensor(value, dtype=torch.float64, device="cpu")  # moved to the input's at use
 
 
 _AS241_T = {k: tuple(tuple(_f64(c) for c in cs) for cs in v) for k, v in _AS241.items()}

@@ -30,7 +30,10 @@ Schedule = Callable[[torch.Tensor | int], torch.Tensor]
 
 
 def _step(count: torch.Tensor | int) -> torch.Tensor:
-    return torch.as_tensor(count).to(torch.float64)
+    # a tensor count stays on its device (as_tensor would move it to the default one)
+    if isinstance(count, torch.Tensor):
+        return count.to(torch.float64)
+    return torch.tensor(count, dtype=torch.float64)
 
 
 def _positive(name: str, steps: int) -> None:

@@ -63,9 +63,13 @@ class Spec:
     def project(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError  # abstract: every spec defines it
 
-    def zeros(self, batch_shape: int | Shape = ()) -> torch.Tensor:
-        """A tensor of zeros ``[*batch_shape, *shape]`` in the spec's dtype."""
-        return torch.zeros(_batch("zeros", batch_shape) + self.shape, dtype=self.dtype)
+    def zeros(
+        self, batch_shape: int | Shape = (), device: torch.device | str | None = None
+    ) -> torch.Tensor:
+        """A tensor of zeros ``[*batch_shape, *shape]`` in the spec's dtype, on ``device``
+        (default: torch's default device)."""
+        shape = _batch("zeros", batch_shape) + self.shape
+        return torch.zeros(shape, dtype=self.dtype, device=device)
 
     def contains(self, x: Any) -> torch.Tensor:
         """``True`` (a bool tensor) iff ``x`` has the dtype, trailing shape and values of the set.
@@ -78,7 +82,7 @@ class Spec:
             or tuple(x.shape[x.ndim - len(self.shape) :]) != self.shape
             or x.ndim < len(self.shape)
         ):
-            return torch.tensor(False)
+            return torch.tensor(False, device=x.device if isinstance(x, torch.Tensor) else None)
         return self._in_set(x).all()
 
     def __contains__(self, x: Any) -> bool:
@@ -107,8 +111,10 @@ class Box(Spec):
     ) -> None:
         if not isinstance(dtype, torch.dtype) or dtype == torch.bool or dtype.is_complex:
             raise ValueError(f"Box: dtype must be a float or int torch dtype, got {dtype!r}.")
-        low_t = torch.as_tensor(low, dtype=torch.float64)
-        high_t = torch.as_tensor(high, dtype=torch.float64)
+        # bounds are host-side metadata (read in Python by repr, checks and transforms):
+        # kept on the CPU whatever the default device, moved to the input's at use
+        low_t = torch.as_tensor(low, dtype=torch.float64, device="cpu")
+        high_t = torch.as_tensor(high, dtype=torch.float64, device="cpu")
         if shape is None:
             shape = torch.broadcast_shapes(low_t.shape, high_t.shape)
         self.shape = tuple(int(s) for s in shape)
@@ -205,7 +211,7 @@ class MultiDiscrete(Spec):
     """Integers ``0 <= x[i] < nvec[i]``, shape ``nvec.shape``."""
 
     def __init__(self, nvec: Any, dtype: torch.dtype = torch.int64) -> None:
-        nvec_t = torch.as_tensor(nvec)
+        nvec_t = torch.as_tensor(nvec, device="cpu")  # metadata, as Box's bounds
         if nvec_t.dtype.is_floating_point or nvec_t.numel() == 0 or bool((nvec_t < 1).any()):
             raise ValueError(f"MultiDiscrete: nvec must be positive ints, got {nvec!r}.")
         self.nvec, self.shape, self.dtype = nvec_t.long(), tuple(nvec_t.shape), dtype
@@ -320,8 +326,8 @@ class Composite:
         out = [s.sample(k, batch_shape) for s, k in zip(specs, keys, strict=False)]
         return tree.unflatten(tree.structure(self._as_tree()), out)
 
-    def zeros(self, batch_shape: int | Shape = ()) -> Any:
-        return self._map(lambda s: s.zeros(batch_shape))
+    def zeros(self, batch_shape: int | Shape = (), device: torch.device | str | None = None) -> Any:
+        return self._map(lambda s: s.zeros(batch_shape, device))
 
     def contains(self, x: Any) -> torch.Tensor:
         """``True`` iff ``x`` has the same keys (in any order) and every leaf is inside."""

@@ -57,6 +57,7 @@ __all__ = [
     "episode_metrics",
     "evaluate",
     "make_env",
+    "params_device",
     "scan",
     "scan_vjp",
     "sweepable",
@@ -329,7 +330,7 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
     rule): differentiate a rolled loop with ``scan_vjp``.
     """
     if isinstance(xs, int):
-        xs = torch.arange(xs)
+        xs = torch.arange(xs, device=_device_of(carry))
     if torch.compiler.is_compiling():
         return _dynamo_scan(body, carry, xs)
     from fxrl.compile import is_tracing
@@ -342,6 +343,12 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tu
         carry, y = body(carry, tree.map(lambda x, i=i: x[i], xs))
         ys.append(y)
     return carry, tree.stack(ys)
+
+
+def _device_of(tree_: Any) -> torch.device | None:
+    """The device of the first tensor in ``tree_`` (None: it holds none)."""
+    leaves = [x for x in tree.leaves(tree_) if isinstance(x, Tensor)]
+    return leaves[0].device if leaves else None
 
 
 def scan_vjp(
@@ -635,6 +642,7 @@ def _swept(
         f: torch.tensor(
             [c[f] for c in combos for _ in range(num_seeds)],
             dtype=torch.float64 if f in wide else torch.float32,
+            device="cpu",  # moved to the agents' device by each update (on_device)
         )
         for f in combos[0]
     }
@@ -657,6 +665,10 @@ def _swept(
     def all_agents(values: dict, state: Any) -> tuple[Any, dict]:
         return torch.func.vmap(one)(values, state)
 
+    def on_device(state: Any) -> dict:  # the numbers go where the agents are
+        device = _device_of(state)
+        return {k: v.to(device) for k, v in numbers.items()}
+
     if compile is True:
         from fxrl.compile import compile as fxrl_compile
 
@@ -664,7 +676,7 @@ def _swept(
         program = fxrl_compile(all_agents)
 
         def update(state: Any) -> tuple[Any, dict]:
-            return program(numbers, state)
+            return program(on_device(state), state)
 
         return init, update
     if compile:
@@ -674,7 +686,7 @@ def _swept(
         )
 
     def update(state: Any) -> tuple[Any, dict]:
-        return all_agents(numbers, state)
+        return all_agents(on_device(state), state)
 
     return init, update
 
@@ -820,11 +832,17 @@ def evaluate(
                 returns.append(_gym_episode(algo, params, env_id, seed + e, mode))
             else:
                 returns.append(_pure_episode(algo, params, seed + e, mode))
-    return torch.tensor(returns, dtype=torch.float64)
+    return torch.tensor(returns, dtype=torch.float64, device=params_device(params))
 
 
 def _act(algo: Algorithm, params: Any, obs: Tensor, key: Tensor, mode: str) -> Tensor:
     return algo.policy(params, obs, key if mode != "mode" else None, mode=mode)
+
+
+def params_device(params: Any) -> torch.device:
+    """Where ``params`` are (their first tensor's device; the CPU for none): evaluation
+    against a host env moves each observation there and each action back."""
+    return _device_of(params) or torch.device("cpu")
 
 
 def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str) -> float:
@@ -832,11 +850,12 @@ def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str
 
     env = require("gymnasium", "fxrl.algorithms.core.evaluate").make(env_id)
     obs, _ = env.reset(seed=seed)
-    key, total, done = random.key(seed), 0.0, False
+    device = params_device(params)
+    key, total, done = random.key(seed, device=device), 0.0, False
     while not done:
         key, sub = random.split(key).unbind(0)
-        x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype)
-        action = _act(algo, params, x, sub, mode).numpy()
+        x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
+        action = _act(algo, params, x, sub, mode).cpu().numpy()
         if action.ndim == 0:
             action = action.item()
         obs, reward, terminated, truncated, _ = env.step(action)
@@ -848,7 +867,7 @@ def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str
 
 def _pure_episode(algo: Algorithm, params: Any, seed: int, mode: str) -> float:
     env = algo.env
-    key = random.key(seed)
+    key = random.key(seed, device=params_device(params))
     key, reset_key = random.split(key).unbind(0)
     state, ts = env.reset(reset_key)
     total = 0.0

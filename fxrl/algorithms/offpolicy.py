@@ -240,7 +240,7 @@ def init_state(
     with ``alpha``, ``beta`` if asked), counters at 0, the acting noise state ``noise``
     (default ``{}``: none) and ``state_key`` for the updates."""
     env_state, ts = benv.reset(env_key)
-    action = benv.action_spec.zeros()
+    action = benv.action_spec.zeros(device=env_key.device)
     if action.is_floating_point():
         action = action.to(ts.obs.dtype)
     one = {
@@ -253,7 +253,7 @@ def init_state(
     if n_step > 1:
         one["discount"] = ts.reward[0]
     buffer = buffers.init(one, config.buffer_size, prioritized=prioritized, alpha=alpha, beta=beta)
-    zero = torch.zeros((), dtype=torch.int64)
+    zero = torch.zeros((), dtype=torch.int64, device=env_key.device)
     obs = ts.info["next_obs"]
     noise = {} if noise is None else noise
     return TrainState(
@@ -327,13 +327,12 @@ def make_update(
     def report(traj: dict, steps: Tensor, count: Tensor, learning: Tensor, m: dict) -> dict:
         done = traj["terminated"] | traj["truncated"]
         out = core.episode_metrics(done, traj["episode_return"], traj["episode_length"])
-        nan = torch.tensor(float("nan"))
-        out.update({k: torch.where(learning, v.float().nanmean(), nan) for k, v in m.items()})
+        out.update({k: torch.where(learning, v.float().nanmean(), torch.nan) for k, v in m.items()})
         out.update(steps=steps, gradient_steps=count)
         return out
 
     def loop(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
-        return core.scan(body, carry, torch.arange(xs) if isinstance(xs, int) else xs)
+        return core.scan(body, carry, xs)  # an int: 0..xs-1 on the carry's device
 
     def update(state: TrainState) -> tuple[TrainState, dict[str, Tensor]]:
         key, k_roll, k_learn = split(state.key, 3)

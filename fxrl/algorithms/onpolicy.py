@@ -93,7 +93,7 @@ def make_optimizer(
     def lr_at(updates_done: Tensor) -> Tensor:
         if config.anneal_lr:
             return schedule(updates_done * grad_steps).float()
-        return torch.as_tensor(config.lr, dtype=torch.float32)
+        return torch.as_tensor(config.lr, dtype=torch.float32, device=updates_done.device)
 
     return opt, lr_at
 

@@ -307,11 +307,12 @@ def init(p: Parts, key: Tensor, env_params: Any = None) -> TrainState:
     k_net, k_env, k_state = random.split(key, 3).unbind(-2)
     params = {"net": p.net.init(k_net)}
     if not p.discrete:
-        params["net"]["log_std"] = torch.zeros(p.env.action_spec.shape[0], dtype=p.env.dtype)
+        size = p.env.action_spec.shape[0]
+        params["net"]["log_std"] = torch.zeros(size, dtype=p.env.dtype, device=key.device)
     env_state, ts = p.benv.reset(k_env, env_params)
     if p.norm is not None:
         params["obs_norm"] = p.norm.init(ts.obs, p.env.observation_spec)
-    zero = torch.zeros((), dtype=torch.int64)
+    zero = torch.zeros((), dtype=torch.int64, device=key.device)
     return TrainState(params, p.opt.init(params["net"]), env_state, ts.obs, k_state, zero, zero)
 
 

@@ -166,7 +166,8 @@ class RecurrentAlgorithm(NamedTuple):
     """``core.Algorithm``'s fields, a recurrent ``policy``, and ``initial_carry``.
 
     ``policy(params, obs [*B, full_obs_dim], carry, is_init [*B] bool, key=None,
-    mode="mode") -> (action [*B], carry)``; ``initial_carry(batch_shape=())`` gives zeros.
+    mode="mode") -> (action [*B], carry)``; ``initial_carry(batch_shape=(), device=None)``
+    gives zeros.
     """
 
     init: Any
@@ -295,8 +296,10 @@ def make(config: Config) -> RecurrentAlgorithm:
     num_updates = onpolicy.num_updates(config, steps_per_update)
     opt, lr_at = onpolicy.make_optimizer(config, grad_steps, num_updates)
 
-    def initial_carry(batch_shape: tuple[int, ...] = ()) -> Any:
-        return net.initial_carry(tuple(batch_shape))
+    def initial_carry(
+        batch_shape: tuple[int, ...] = (), device: torch.device | str | None = None
+    ) -> Any:
+        return net.initial_carry(tuple(batch_shape), device)
 
     def policy(
         params: dict,
@@ -317,9 +320,9 @@ def make(config: Config) -> RecurrentAlgorithm:
         k_net, k_env, k_state = random.split(key, 3).unbind(-2)
         params = {"net": net.init(k_net)}
         env_state, ts = benv.reset(k_env)
-        carry = initial_carry((n,))
-        is_init = torch.ones(n, dtype=torch.bool)
-        zero = torch.zeros((), dtype=torch.int64)
+        carry = initial_carry((n,), key.device)
+        is_init = torch.ones(n, dtype=torch.bool, device=key.device)
+        zero = torch.zeros((), dtype=torch.int64, device=key.device)
         opt_state = opt.init(params["net"])
         return TrainState(params, opt_state, env_state, ts.obs, carry, is_init, k_state, zero, zero)
 
@@ -437,23 +440,25 @@ def evaluate(
 
     gym = require("gymnasium", "recurrent_ppo.evaluate")
     returns = []
+    device = core.params_device(params)  # observations go there, actions come back
     with torch.no_grad():
         for e in range(episodes):
             env = gym.make(algo.config.env)
             obs, _ = env.reset(seed=seed + e)
-            carry, is_init = algo.initial_carry(), torch.tensor(True)
-            key, total, done = random.key(seed + e), 0.0, False
+            carry = algo.initial_carry((), device)
+            is_init = torch.tensor(True, device=device)
+            key, total, done = random.key(seed + e, device=device), 0.0, False
             while not done:
                 key, sub = random.split(key).unbind(0)
-                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype)
+                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
                 k_act = sub if mode != "mode" else None
                 action, carry = algo.policy(params, x, carry, is_init, k_act, mode=mode)
                 obs, reward, terminated, truncated, _ = env.step(int(action))
                 total += float(reward)
-                done, is_init = terminated or truncated, torch.tensor(False)
+                done, is_init = terminated or truncated, torch.zeros_like(is_init)
             env.close()
             returns.append(total)
-    return torch.tensor(returns, dtype=torch.float64)
+    return torch.tensor(returns, dtype=torch.float64, device=device)
 
 
 def train(

@@ -160,7 +160,8 @@ def make(config: Config) -> Algorithm:
         k_actor, k_critic, k_rest = random.split(key, 3).unbind(-2)
         params = {"actor": actor.init(k_actor), "critic": twin_init(critic, k_critic)}
         if config.learn_alpha:
-            params["log_alpha"] = torch.full((), math.log(config.alpha_init), dtype=env.dtype)
+            log_alpha = math.log(config.alpha_init)
+            params["log_alpha"] = torch.full((), log_alpha, dtype=env.dtype, device=key.device)
         target = {"critic": tree.map(torch.clone, params["critic"])}
         k_env, k_state = random.split(k_rest).unbind(-2)
         return init_state(config, benv, k_env, k_state, params, target, opt_init(params))

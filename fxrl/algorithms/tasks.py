@@ -30,7 +30,7 @@ from torch import Tensor
 from fxrl import envs, random, tree
 from fxrl._errors import unknown
 from fxrl._optional import require
-from fxrl.algorithms.core import Algorithm, batched
+from fxrl.algorithms.core import Algorithm, batched, params_device
 from fxrl.envs.core import Env, params_as_tensors
 
 __all__ = [
@@ -68,14 +68,16 @@ def task_params(env: Env, **values: Any) -> Any:
       values: param name -> a sequence or 1-d tensor of per-task values [num_tasks];
         params not named keep the env's default, repeated per task.
     Returns:
-      the env's params dataclass with every leaf a tensor [num_tasks].
+      the env's params dataclass with every leaf a tensor [num_tasks], on the device of
+      the first tensor among ``values`` (none: torch's default device).
     """
     if not values:
         raise ValueError(f"task_params: name at least one param of {_fields(env)}.")
+    device = next((v.device for v in values.values() if isinstance(v, Tensor)), None)
     columns = {}
     for name, v in values.items():
         _check_name("task_params", env, name)
-        col = torch.as_tensor(v, dtype=env.dtype) if not isinstance(v, Tensor) else v.to(env.dtype)
+        col = torch.as_tensor(v, dtype=env.dtype, device=device)
         if col.ndim != 1 or col.shape[0] == 0 or not torch.isfinite(col).all():
             raise ValueError(
                 f"task_params: {name} has {list(col.shape)} values {col.tolist()}; expected a "
@@ -86,7 +88,7 @@ def task_params(env: Env, **values: Any) -> Any:
     if len(set(sizes.values())) != 1:
         raise ValueError(f"task_params: every param needs one value per task; got sizes {sizes}.")
     n = next(iter(sizes.values()))
-    defaults = params_as_tensors(env.default_params, env.dtype)
+    defaults = params_as_tensors(env.default_params, env.dtype, device)
     return tree.map(lambda d: d.expand(n).clone(), defaults).replace(**columns)
 
 
@@ -236,13 +238,15 @@ def evaluate_tasks(
     def act(p: Any, obs: Tensor, key: Tensor | None) -> Tensor:
         return algo.policy(p, obs, key, mode=mode)
 
+    device = params_device(params)
+    keys = random.split(random.key(seed, device=device), n)
     with torch.no_grad():
-        state, obs, k_act = torch.func.vmap(start)(env_params, random.split(random.key(seed), n))
+        state, obs, k_act = torch.func.vmap(start)(env_params, keys)
         # the episodes of all tasks step as one flat batch env (each env state carries its
         # task's params): a nested vmap of the batch env costs about 2.5x more per step
         state = tree.map(lambda x: x.reshape(n * episodes, *x.shape[2:]), state)
-        total = torch.zeros(n, episodes, dtype=torch.float64)
-        alive = torch.ones(n, episodes, dtype=torch.bool)
+        total = torch.zeros(n, episodes, dtype=torch.float64, device=device)
+        alive = torch.ones(n, episodes, dtype=torch.bool, device=device)
         for t in range(limit):
             if mode == "mode":
                 action = torch.func.vmap(lambda p, o: act(p, o, None))(params, obs)
@@ -300,18 +304,19 @@ def evaluate_gymnasium(
     import numpy as np
 
     returns = []
+    device = params_device(params)  # observations go there, actions come back
     with torch.no_grad():
         for e in range(episodes):
             env = gymnasium_env(algo.config.env, env_params)
             obs, _ = env.reset(seed=seed + e)
             total, done = 0.0, False
             while not done:
-                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype)
-                action = algo.policy(params, x, None, mode="mode").numpy()
+                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
+                action = algo.policy(params, x, None, mode="mode").cpu().numpy()
                 obs, reward, terminated, truncated, _ = env.step(
                     action.item() if action.ndim == 0 else action
                 )
                 total, done = total + float(reward), terminated or truncated
             env.close()
             returns.append(total)
-    return torch.tensor(returns, dtype=torch.float64)
+    return torch.tensor(returns, dtype=torch.float64, device=device)

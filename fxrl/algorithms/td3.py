@@ -125,7 +125,7 @@ def make(config: Config) -> Algorithm:
     benv = envs.batch(env, config.num_envs)
     spec = env.action_spec
     obs_dim, action_dim = env.observation_spec.shape[0], spec.shape[0]
-    low, high = spec.low.to(env.dtype), spec.high.to(env.dtype)
+    low, high = spec.low.to(env.dtype), spec.high.to(env.dtype)  # on the CPU: moved at use
     mid, half = (high + low) / 2, (high - low) / 2
     actor_net = nn.mlp(obs_dim, action_dim, config.hidden, "relu", output_activation="tanh")
     critic = critic_model(obs_dim, action_dim, config.hidden)
@@ -133,7 +133,7 @@ def make(config: Config) -> Algorithm:
 
     def actor(actor_params: Any, obs: Tensor) -> Tensor:
         """The deterministic action, tanh scaled into the action Box."""
-        return mid + half * actor_net.apply(actor_params, obs)
+        return mid.to(obs.device) + half.to(obs.device) * actor_net.apply(actor_params, obs)
 
     def policy(params: Any, obs: Tensor, key: Tensor | None = None, mode: str = "mode") -> Tensor:
         """Action [*B, A] for ``obs [*B, obs_dim]``: ``"mode"``/``"mean"`` the actor's,
@@ -143,7 +143,8 @@ def make(config: Config) -> Algorithm:
         action = actor(params["actor"], obs)
 
         def noisy(k: Tensor) -> Tensor:
-            return exploration.gaussian_noise(k, action, spec, config.exploration_noise * half)
+            sigma = config.exploration_noise * half.to(action.device)
+            return exploration.gaussian_noise(k, action, spec, sigma)
 
         return greedy_or_noisy("td3", action, noisy, key, mode)
 
@@ -160,7 +161,7 @@ def make(config: Config) -> Algorithm:
                 action,
                 noise,
                 spec,
-                half,
+                half.to(action.device),
                 theta=config.ou_theta,
                 sigma=config.exploration_noise,
                 dt=1.0,
@@ -173,6 +174,7 @@ def make(config: Config) -> Algorithm:
         params, target, opt_state, count = learner
         count = count + 1
         due = count % config.policy_delay == 0  # the delayed actor and targets
+        scale = half.to(key.device)
 
         def loss_fn(p: Any) -> tuple[Tensor, dict]:
             return objectives.td3_loss(
@@ -183,10 +185,10 @@ def make(config: Config) -> Algorithm:
                 batch,
                 key,
                 gamma=config.gamma,
-                policy_noise=config.policy_noise * half,
-                noise_clip=config.noise_clip * half,
-                action_low=low,
-                action_high=high,
+                policy_noise=config.policy_noise * scale,
+                noise_clip=config.noise_clip * scale,
+                action_low=low.to(key.device),
+                action_high=high.to(key.device),
                 update_actor=due,
             )
 
@@ -205,7 +207,8 @@ def make(config: Config) -> Algorithm:
         k_actor, k_critic, k_rest = random.split(key, 3).unbind(-2)
         params = {"actor": actor_net.init(k_actor), "critic": twin_init(critic, k_critic)}
         target = tree.map(torch.clone, params)
-        noise = exploration.ou_init(spec, (config.num_envs,)) if config.noise_type == "ou" else {}
+        ou = config.noise_type == "ou"
+        noise = exploration.ou_init(spec, (config.num_envs,), device=key.device) if ou else {}
         k_env, k_state = random.split(k_rest).unbind(-2)
         opt_state = opt_init(params)
         return init_state(config, benv, k_env, k_state, params, target, opt_state, noise=noise)

@@ -15,10 +15,10 @@ from fxrl import tree
 
 def eager(x: Tensor) -> bool:
     """True when ``x`` holds concrete values: not traced by torch.compile, fxrl.compile or
-    torch.func."""
+    torch.func, and not a meta tensor (shapes only)."""
     from fxrl.compile import is_traced
 
-    return not (torch.compiler.is_compiling() or is_traced(x))
+    return not (torch.compiler.is_compiling() or is_traced(x) or x.device.type == "meta")
 
 
 def int_arg(fn: str, name: str, value: Any, minimum: int) -> int:

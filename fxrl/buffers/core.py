@@ -158,7 +158,7 @@ def add(buf: Buffer, batch: Any) -> Buffer:
     # detach: a stored transition never keeps an autograd graph (or makes storage track one)
     values = [(x[skip:] if skip else x).detach() for x in (*tree.leaves(stored), start)]
     pos = None
-    if eager(buf.cursor):
+    if eager(buf.cursor) and buf.cursor.device.type == "cpu":  # elsewhere int() is a sync
         _write_slices(targets, values, (int(buf.cursor) + skip) % buf.capacity)
     else:
         pos = _positions(buf, skip, m)

@@ -121,7 +121,9 @@ class Acrobot(Env):
         self, key: Tensor, params: AcrobotParams | None = None
     ) -> tuple[AcrobotState, TimeStep]:
         """All four uniform in [-0.1, 0.1), rounded to float32 as gymnasium stores them."""
-        params = params_as_tensors(self.default_params if params is None else params, torch.float64)
+        params = params_as_tensors(
+            self.default_params if params is None else params, torch.float64, key.device
+        )
         u = [x.to(self.dtype) for x in uniforms(key, 4, -0.1, 0.1, torch.float32)]
         t = torch.zeros_like(key[..., 0])
         state = AcrobotState(*u, t, key, params)

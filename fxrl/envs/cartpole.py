@@ -97,7 +97,9 @@ class CartPole(Env):
         self, key: Tensor, params: CartPoleParams | None = None
     ) -> tuple[CartPoleState, TimeStep]:
         """Each of x, x_dot, theta, theta_dot uniform in [-0.05, 0.05), as gymnasium."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         x, x_dot, theta, theta_dot = uniforms(key, 4, -0.05, 0.05, self.dtype)
         t = torch.zeros_like(key[..., 0])
         state = CartPoleState(x, x_dot, theta, theta_dot, t, key, params)

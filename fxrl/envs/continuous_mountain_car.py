@@ -82,7 +82,9 @@ class ContinuousMountainCar(Env):
     def reset(
         self, key: Tensor, params: ContinuousMountainCarParams | None = None
     ) -> tuple[ContinuousMountainCarState, TimeStep]:
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         position = reset_position(key, self.dtype)
         t = torch.zeros_like(key[..., 0])
         state = ContinuousMountainCarState(position, torch.zeros_like(position), t, key, params)

@@ -45,21 +45,25 @@ class TimeStep:
         return self.terminated | self.truncated
 
 
-def params_as_tensors(params: Any, dtype: torch.dtype) -> Any:
+def params_as_tensors(
+    params: Any, dtype: torch.dtype, device: torch.device | str | None = None
+) -> Any:
     """Env params with every leaf a tensor: floats in ``dtype``, ints int64, bools bool.
 
     Tensors already of a float dtype are cast to ``dtype``; batched (vmapped) tensors
-    stay batched, so ``reset`` under ``vmap`` keeps per-env params.
+    stay batched, so ``reset`` under ``vmap`` keeps per-env params. Every leaf is put on
+    ``device`` (``reset`` passes its key's; ``None``: numbers on torch's default device,
+    tensors where they are).
     """
 
     def conv(v: Any) -> Tensor:
         if isinstance(v, Tensor):
-            return v.to(dtype) if v.dtype.is_floating_point else v
+            return v.to(device, dtype) if v.dtype.is_floating_point else v.to(device)
         if isinstance(v, bool):
-            return torch.tensor(v)
+            return torch.tensor(v, device=device)
         if isinstance(v, int):
-            return torch.tensor(v, dtype=torch.int64)
-        return torch.tensor(float(v), dtype=dtype)
+            return torch.tensor(v, dtype=torch.int64, device=device)
+        return torch.tensor(float(v), dtype=dtype, device=device)
 
     return tree.map(conv, params)
 

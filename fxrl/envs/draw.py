@@ -89,9 +89,16 @@ def paint(image: Tensor, mask: Tensor, color: Color) -> Tensor:
 def rotate(px: Number, py: Number, angle: Number) -> tuple[Number, Number]:
     """The point ``(px, py)`` turned counterclockwise by ``angle`` radians about the origin
     (pygame's ``Vector2.rotate_rad`` in y-up coordinates)."""
-    angle = torch.as_tensor(angle, dtype=torch.float32)
+    if not isinstance(angle, Tensor):  # a number: no tensor on the default device
+        angle = torch.tensor(angle, dtype=torch.float32, device=_device(px, py))
+    angle = angle.to(torch.float32)
     cos, sin = torch.cos(angle), torch.sin(angle)
     return px * cos - py * sin, px * sin + py * cos
+
+
+def _device(*xs: Number) -> torch.device | None:
+    """The device of the first tensor among ``xs`` (None: all numbers)."""
+    return next((x.device for x in xs if isinstance(x, Tensor)), None)
 
 
 def polygon(x: Tensor, y: Tensor, vertices: Sequence[tuple[Number, Number]]) -> Tensor:

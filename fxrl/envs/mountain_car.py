@@ -76,7 +76,9 @@ class MountainCar(Env):
     def reset(
         self, key: Tensor, params: MountainCarParams | None = None
     ) -> tuple[MountainCarState, TimeStep]:
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         position = reset_position(key, self.dtype)
         t = torch.zeros_like(key[..., 0])
         state = MountainCarState(position, torch.zeros_like(position), t, key, params)

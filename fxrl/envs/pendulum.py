@@ -80,7 +80,9 @@ class Pendulum(Env):
         self, key: Tensor, params: PendulumParams | None = None
     ) -> tuple[PendulumState, TimeStep]:
         """Angle uniform in [-pi, pi), velocity uniform in [-1, 1), as gymnasium."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         angle, velocity = uniforms(key, 2, [-math.pi, -1.0], [math.pi, 1.0], self.dtype)
         t = torch.zeros_like(key[..., 0])
         state = PendulumState(angle, velocity, t, key, params)

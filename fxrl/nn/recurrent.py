@@ -53,7 +53,8 @@ class Recurrent(NamedTuple):
       apply: ``apply(params, xs [T, *B, in], carry=None, is_init=None [T, *B]) ->
         (ys [T, *B, hidden], carry)``; ``carry=None`` starts from zeros.
       step: ``step(params, x [*B, in], carry=None, is_init=None [*B]) -> (y [*B, hidden], carry)``.
-      initial_carry: ``initial_carry(batch_shape=()) -> carry`` of zeros.
+      initial_carry: ``initial_carry(batch_shape=(), device=None) -> carry`` of zeros on
+        ``device`` (default: torch's default device).
       project: ``project(params, xs [..., in]) -> gx [..., gates * hidden]``: the input
         projections (``x @ w_ih.T + b_ih``) of a one-layer model, all steps at once.
       cell: ``cell(params, gx [*B, gates * hidden], carry, is_init=None [*B]) -> (y [*B,
@@ -114,17 +115,21 @@ def _make(
             layers.append({n: draw(k, s, dtype) for n, k, s in zip(names, ks, shapes, strict=True)})
         return {"layers": layers}
 
-    def initial_carry(batch_shape: tuple[int, ...] = ()) -> Carry:
+    def initial_carry(
+        batch_shape: tuple[int, ...] = (), device: torch.device | str | None = None
+    ) -> Carry:
         shape = (*batch_shape, num_layers, hidden_size)
-        zeros = torch.zeros(shape, dtype=dtype)
-        return LSTMCarry(zeros, torch.zeros(shape, dtype=dtype)) if kind == "lstm" else zeros
+        zeros = torch.zeros(shape, dtype=dtype, device=device)
+        if kind == "lstm":
+            return LSTMCarry(zeros, torch.zeros(shape, dtype=dtype, device=device))
+        return zeros
 
     def apply(
         params: Params, xs: torch.Tensor, carry: Carry = None, is_init: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, Carry]:
         layers = _check(kind, params, xs, num_layers)
         batch = tuple(xs.shape[1:-1])
-        carry = initial_carry(batch) if carry is None else carry
+        carry = initial_carry(batch, xs.device) if carry is None else carry
         hs = carry.h if kind == "lstm" else carry
         cs = carry.c if kind == "lstm" else None
         _check_carry(kind, hs, batch, num_layers, hidden_size)

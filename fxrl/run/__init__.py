@@ -16,7 +16,8 @@ Modules: ``loop`` (train/resume; SIGTERM and SIGUSR1 stop a run as Ctrl-C does),
 ``checkpoint`` (safetensors, atomic, checked; a write that fails raises ``WriteError`` and
 leaves the file as it was), ``lock`` (a run directory held by its live process),
 ``metrics`` (metrics.jsonl/csv, TensorBoard), ``plots``, ``progress``, ``evaluate``,
-``export_run``, ``config_io`` (config.json), ``train_flags`` (the CLI's flags), ``sweep``
+``export_run``, ``config_io`` (config.json), ``device`` (``--device``), ``train_flags`` (the
+CLI's flags), ``sweep``
 (``--sweep``, rows tagged by combination, ``--pick``), ``tasks`` (``--tasks``, task
 ensembles' drawn params, rows tagged by task), ``host_run`` (a policy trained from Python
 on a host env, such as ALE Pong, saved as a run directory that ``fxrl eval`` and ``fxrl

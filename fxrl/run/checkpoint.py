@@ -341,7 +341,9 @@ def load(
     Args:
       path: a file written by ``save``.
       template: a tree with the structure, shapes and dtypes the checkpoint must have
-        (``vmap(algo.init)(keys)`` for a run's TrainState); its values are not used.
+        (``vmap(algo.init)(keys)`` for a run's TrainState); its values are not used. Each
+        leaf is loaded onto its template leaf's device (checkpoints hold CPU tensors, so a
+        run trained on a GPU loads on a CPU-only machine, and the other way round).
       expect: header entries that must match (``{"algorithm": "ppo", "config": {...}}``).
     Returns:
       ``(state, meta)``.
@@ -367,27 +369,31 @@ def load(
     want = _named_leaves("checkpoint.load", template)
     _check_tree(path, meta, tensors, want)
     strides = meta.get("strides", {})
-    leaves = [_with_strides(tensors[n], strides.get(n)) for n in want]
+    leaves = [_with_strides(tensors[n], strides.get(n), want[n].device) for n in want]
     return tree.unflatten(tree.structure(template), leaves), meta
 
 
-def _with_strides(t: torch.Tensor, stride: list[int] | None) -> torch.Tensor:
-    """``t`` copied into fresh (allocator-aligned) memory with the strides it was saved
-    with: a permuted or padded layout as it was, a broadcast (stride-0) dim expanded again.
-    Files without strides (older ones) or with a layout that is not one of these load
-    contiguous."""
+def _with_strides(t: torch.Tensor, stride: list[int] | None, device: torch.device) -> torch.Tensor:
+    """``t`` copied into fresh (allocator-aligned) memory on ``device`` with the strides
+    it was saved with: a permuted or padded layout as it was, a broadcast (stride-0) dim
+    expanded again. Files without strides (older ones) or with a layout that is not one of
+    these load contiguous."""
+
+    def contiguous() -> torch.Tensor:
+        return t.to(device, memory_format=torch.contiguous_format, copy=True)
+
     if stride is None or len(stride) != t.dim():
-        return t.clone(memory_format=torch.contiguous_format)
+        return contiguous()
     base = t
     expanded = [d for d, (n, s) in enumerate(zip(t.shape, stride, strict=True)) if s == 0 and n > 1]
     for d in expanded:
         base = base.narrow(d, 0, 1)
         if not torch.equal(base.expand_as(t), t):  # not a broadcast after all
-            return t.clone(memory_format=torch.contiguous_format)
+            return contiguous()
     try:
-        out = torch.empty_strided(base.shape, stride, dtype=t.dtype).copy_(base)
+        out = torch.empty_strided(base.shape, stride, dtype=t.dtype, device=device).copy_(base)
     except RuntimeError:  # overlapping strides (an as_strided window): no faithful copy
-        return t.clone(memory_format=torch.contiguous_format)
+        return contiguous()
     return out.expand(t.shape) if expanded else out
 
 

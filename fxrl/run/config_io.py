@@ -101,12 +101,13 @@ def write_run_config(
     checkpoint_every: float | None = None,
     sweep: dict[str, Any] | None = None,
     tasks: dict[str, Any] | None = None,
+    device: str = "cpu",
 ) -> Path:
     """Write ``run_dir/config.json``: everything needed to rebuild and continue the run
     (``checkpoint_every``: the seconds between checkpoints, kept by ``resume``; ``sweep``:
     ``{field: [values]}`` of a sweep run, ``num_seeds`` then counts seeds per combination;
     ``tasks``: a task run's drawn tasks, ``fxrl.run.tasks.draw``, ``num_seeds`` then counts
-    seeds per task)."""
+    seeds per task; ``device``: where it trains)."""
     info = {
         "algorithm": algorithm,
         "config": config_to_json(config),
@@ -117,6 +118,7 @@ def write_run_config(
         "key": random.key(seed).tolist(),
         "total_steps": total_steps,
         "compile": compile,
+        "device": device,
         "checkpoint_every": checkpoint_every,
         **exactness(),
         "python_version": sys.version.split()[0],
@@ -179,6 +181,7 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
     info["sweep"] = info.get("sweep") or None
     info["seeds"] = info["num_seeds"]
     info["tasks"] = info.get("tasks") or None
+    info["device"] = info.get("device") or "cpu"  # runs written before devices were recorded
     if info["sweep"]:
         info["num_seeds"] = info["seeds"] * len(combinations(info["sweep"]))
     elif info["tasks"]:

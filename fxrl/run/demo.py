@@ -38,10 +38,18 @@ def _mean(xs: list[float]) -> float:
 
 
 def run_demo(
-    out: Path, *, num_seeds: int, total_steps: int, episodes: int, quiet: bool, compile: bool
+    out: Path,
+    *,
+    num_seeds: int,
+    total_steps: int,
+    episodes: int,
+    quiet: bool,
+    compile: bool,
+    device: str = "cpu",
 ) -> dict[str, Any]:
-    """Train, evaluate, export and replay; returns the summary written to ``demo.json``."""
-    from fxrl import random
+    """Train (on ``device``), evaluate, export and replay (on the CPU); returns the
+    summary written to ``demo.json``."""
+    from fxrl import random, tree
     from fxrl.algorithms import ppo
     from fxrl.deploy import load_onnx
     from fxrl.run.checkpoint import read_meta
@@ -52,11 +60,13 @@ def run_demo(
     from fxrl.run.progress import return_stats
 
     config = ppo.Config(**{**DEMO_CONFIG, "total_steps": total_steps})
-    print(f"1. PPO on {config.env}: {num_seeds} seeds x {total_steps:,} steps -> {out}")
+    where = "" if device == "cpu" else f" on {device}"
+    print(f"1. PPO on {config.env}: {num_seeds} seeds x {total_steps:,} steps{where} -> {out}")
     t0 = time.perf_counter()
     result = train(
-        "ppo", config, out, num_seeds=num_seeds, quiet=quiet, compile=compile, plot_every=20.0
-    )
+        "ppo", config, out, num_seeds=num_seeds, quiet=quiet, compile=compile, plot_every=20.0,
+        device=device,
+    )  # fmt: skip
     train_s = time.perf_counter() - t0
     print(
         f"   {train_s:.0f} s; training {return_stats(result.returns)}; curve: {out / 'curve.png'}"
@@ -66,7 +76,7 @@ def run_demo(
     algo, _ = build(read_run_config(out))
     pure, gym = {}, {}
     for s in range(num_seeds):
-        params = seed_params(result.state, s)
+        params = tree.map(lambda x: x.cpu(), seed_params(result.state, s))  # played on the CPU
         pure[s] = evaluate_pure(algo, params, random.fold_in(random.key(1), s), episodes)
         gym[s] = evaluate_gymnasium(torch_actor(algo, params), config.env, episodes)
     print("   fxrl:      " + "  ".join(f"{_mean(r):5.0f}" for r in pure.values()))
@@ -122,15 +132,19 @@ def main(argv: list[str] | None = None) -> int:
         help="train eager, without compiling (default: one program), as fxrl train's flag",
     )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: <= 4)")
+    p.add_argument("--device", default="cpu", help="where to train: cpu (default), cuda, cuda:N")
     a = p.parse_args(argv)
     for module in DEMO_NEEDS:
         require(module, "fxrl demo", extra="demo")
+    from fxrl.run.device import resolve
+
+    device = str(resolve(a.device))  # one line, before anything runs, if it is not here
     torch.set_num_threads(a.threads or min(4, torch.get_num_threads()))
     out = Path(a.out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}")
     start = time.perf_counter()
     run_demo(
         out, num_seeds=a.seeds, total_steps=a.total_steps, episodes=a.episodes, quiet=a.quiet,
-        compile=not a.eager,
+        compile=not a.eager, device=device,
     )  # fmt: skip
     print(f"demo finished in {time.perf_counter() - start:.0f} s; everything is in {out}")
     return 0

@@ -20,7 +20,7 @@ import torch
 
 from fxrl import envs, random, specs, tree
 from fxrl._optional import require
-from fxrl.algorithms.core import combination_names
+from fxrl.algorithms.core import combination_names, params_device
 from fxrl.run import checkpoint
 from fxrl.run.config_io import read_run_config
 
@@ -63,11 +63,12 @@ def evaluate_pure(
     env's own)."""
     env = envs.batch(algo.env, episodes)
     state, ts = env.reset(key, env_params)
-    total = torch.zeros(episodes, dtype=torch.float64)
-    finished = torch.zeros(episodes, dtype=torch.bool)
+    total = torch.zeros(episodes, dtype=torch.float64, device=key.device)
+    finished = torch.zeros(episodes, dtype=torch.bool, device=key.device)
     recurrent = is_recurrent(algo)
     if recurrent:  # the carry is fed back; is_init resets it on each episode's first step
-        carry, is_init = algo.initial_carry((episodes,)), torch.ones(episodes, dtype=torch.bool)
+        carry = algo.initial_carry((episodes,), key.device)
+        is_init = torch.ones(episodes, dtype=torch.bool, device=key.device)
     for _ in range(max_steps):
         if recurrent:
             action, carry = algo.policy(params, ts.obs, carry, is_init, mode="mode")
@@ -123,12 +124,13 @@ def torch_actor(algo: Any, params: Any) -> Callable[[np.ndarray], Any]:
     if is_recurrent(algo):
         return _RecurrentActor(algo, params, dtype, discrete)
 
+    device = params_device(params)  # observations go where the params are
+
     @torch.no_grad()
     def act(obs: np.ndarray) -> Any:
-        action = algo.policy(
-            params, torch.as_tensor(np.asarray(obs), dtype=dtype)[None], mode="mode"
-        )
-        return int(action[0]) if discrete else action[0].numpy()
+        x = torch.as_tensor(np.asarray(obs), dtype=dtype, device=device)[None]
+        action = algo.policy(params, x, mode="mode")
+        return int(action[0]) if discrete else action[0].cpu().numpy()
 
     return act
 
@@ -144,18 +146,19 @@ class _RecurrentActor:
 
     def __init__(self, algo: Any, params: Any, dtype: torch.dtype, discrete: bool) -> None:
         self.algo, self.params, self.dtype, self.discrete = algo, params, dtype, discrete
-        self.carry, self.first = algo.initial_carry((1,)), True
+        self.device = params_device(params)
+        self.carry, self.first = algo.initial_carry((1,), self.device), True
 
     def reset(self) -> None:
         self.first = True
 
     @torch.no_grad()
     def __call__(self, obs: np.ndarray) -> Any:
-        x = torch.as_tensor(np.asarray(obs), dtype=self.dtype)[None]
-        is_init = torch.full((1,), self.first)
+        x = torch.as_tensor(np.asarray(obs), dtype=self.dtype, device=self.device)[None]
+        is_init = torch.full((1,), self.first, device=self.device)
         action, self.carry = self.algo.policy(self.params, x, self.carry, is_init, mode="mode")
         self.first = False
-        return int(action[0]) if self.discrete else action[0].numpy()
+        return int(action[0]) if self.discrete else action[0].cpu().numpy()
 
 
 def evaluate_run(

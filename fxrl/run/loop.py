@@ -54,6 +54,7 @@ from fxrl.run.config_io import (
     read_run_config,
     write_run_config,
 )
+from fxrl.run.device import resolve as resolve_device
 from fxrl.run.metrics import MetricsWriter, check_loggers, read_rows, rows_from_metrics
 from fxrl.run.plots import plot_runs, plot_sweep
 from fxrl.run.progress import Progress
@@ -96,6 +97,7 @@ def train(
     sweep: dict[str, list[float]] | None = None,
     tasks: int | None = None,
     task_ranges: dict[str, tuple[float, float]] | None = None,
+    device: str | torch.device | None = None,
     **loop_kw: Any,
 ) -> RunResult:
     """Train ``num_seeds`` agents of ``algorithm`` together, writing the run to ``run_dir``.
@@ -118,10 +120,13 @@ def train(
         params (algorithms whose ``init`` takes ``env_params``: PPO).
       task_ranges: ``{param: (low, high)}`` (``{"length": (0.25, 1.0)}``), each task's
         param drawn uniform in its range; None: the env's own ``sample_params``.
+      device: where the agents train (``"cpu"``, ``"cuda"``...; None: torch's default
+        device); recorded in ``config.json``, where ``resume`` reads it.
       loop_kw: ``quiet``, ``tensorboard``, ``wandb``, ``checkpoint_every``, ``plot_every``,
         ``max_iterations`` (stop after this many iterations, resumable).
     """
     total = _total_steps(config, total_steps)
+    device = resolve_device(device)  # a device this machine lacks fails before anything runs
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"train: num_seeds must be a positive int, got {num_seeds!r}.")
     algo = algorithm_module(algorithm).make(config)  # a bad config or env id fails first
@@ -142,7 +147,7 @@ def train(
         write_run_config(
             run_dir, algorithm, config, num_seeds=num_seeds, seed=seed, total_steps=total,
             compile=compile, checkpoint_every=loop_kw.get("checkpoint_every"), sweep=sweep,
-            tasks=task_entry,
+            tasks=task_entry, device=str(device),
         )  # fmt: skip
         return _run(run_dir, read_run_config(run_dir), None, **loop_kw)
 
@@ -174,8 +179,15 @@ def _draw_tasks(
     return run_tasks.draw(algo.env, getattr(config, "env", ""), tasks, ranges, seed)
 
 
-def resume(run_dir: str | Path, *, checkpoint_name: str = "latest", **loop_kw: Any) -> RunResult:
-    """Continue the run in ``run_dir`` from ``checkpoints/<checkpoint_name>.safetensors``.
+def resume(
+    run_dir: str | Path,
+    *,
+    checkpoint_name: str = "latest",
+    device: str | torch.device | None = None,
+    **loop_kw: Any,
+) -> RunResult:
+    """Continue the run in ``run_dir`` from ``checkpoints/<checkpoint_name>.safetensors``,
+    on ``device`` (default: the device the run trained on, from its ``config.json``).
 
     The continued run equals the uninterrupted one bit for bit when the torch threads, the
     fxrl and torch versions and the CPU are the run's (``config.json`` records them); if
@@ -189,13 +201,19 @@ def resume(run_dir: str | Path, *, checkpoint_name: str = "latest", **loop_kw: A
     """
     run_dir = Path(run_dir)
     info = read_run_config(run_dir)
+    trained_on = info["device"]
+    info["device"] = str(resolve_device(trained_on if device is None else device))
     check_loggers(tensorboard=loop_kw.get("tensorboard", False), wandb=loop_kw.get("wandb", False))
     with run_lock.hold(run_dir, "resume"):
-        return _resume_held(run_dir, info, checkpoint_name, loop_kw)
+        return _resume_held(run_dir, info, checkpoint_name, loop_kw, trained_on)
 
 
 def _resume_held(
-    run_dir: Path, info: dict[str, Any], checkpoint_name: str, loop_kw: dict[str, Any]
+    run_dir: Path,
+    info: dict[str, Any],
+    checkpoint_name: str,
+    loop_kw: dict[str, Any],
+    trained_on: str,
 ) -> RunResult:
     ckpts = run_dir / "checkpoints"
     ckpts.mkdir(exist_ok=True)
@@ -212,7 +230,7 @@ def _resume_held(
     meta = checkpoint.read_meta(path) if path is not None else {}
     if path is not None:
         _check_same_run(path, meta, info)
-    _warn_inexact(run_dir, info, meta)
+    _warn_inexact(run_dir, info, meta, trained_on)
     if info.get("checkpoint_every") is not None:  # the run's cadence, unless told otherwise
         loop_kw.setdefault("checkpoint_every", info["checkpoint_every"])
     return _run(run_dir, info, path, **loop_kw)
@@ -252,9 +270,13 @@ def _check_same_run(path: Path, meta: dict[str, Any], info: dict[str, Any]) -> N
         )
 
 
-def _warn_inexact(run_dir: Path, info: dict[str, Any], meta: dict[str, Any]) -> None:
+def _warn_inexact(
+    run_dir: Path, info: dict[str, Any], meta: dict[str, Any], trained_on: str
+) -> None:
     diffs = {label: (was, now) for label, was, now in exactness_differences(meta)}
     diffs.update({label: (was, now) for label, was, now in exactness_differences(info)})
+    if info["device"] != trained_on:  # other kernels: the same math, other rounding
+        diffs["device"] = (trained_on, info["device"])
     if not diffs:
         return
     was = ", ".join(f"{label} {v[0]}" for label, v in diffs.items())
@@ -281,21 +303,22 @@ def _total_steps(config: Any, total_steps: int | None) -> int:
     return total
 
 
-def build(info: dict[str, Any]) -> tuple[Any, Any]:
+def build(info: dict[str, Any], device: str | torch.device = "cpu") -> tuple[Any, Any]:
     """``(algo, template)``: the algorithm and its initial TrainState for a run, with a
     leading agent dim (also for one seed), as ``fxrl.algorithms.core.batched`` inits it
-    (a sweep run's agents: combinations x seeds)."""
+    (a sweep run's agents: combinations x seeds), on ``device`` (a checkpoint loads onto
+    the template's device: the CPU for evaluation and export, whatever the run trained on)."""
     algo = algorithm_module(info["algorithm"]).make(info["config"])
+    key = torch.tensor(info["key"], dtype=torch.int64, device=device)
     if info.get("tasks"):  # agent t * seeds + s: seed s's key, task t's env params
-        key = torch.tensor(info["key"], dtype=torch.int64)
         seeds = info["seeds"]
         keys = key.unsqueeze(0) if seeds == 1 else random.split(key, seeds)
         init = torch.func.vmap(lambda k, p: algo.init(k, env_params=p))
-        params = run_tasks.agent_params(algo.env, info)
+        params = tree.map(lambda x: x.to(device), run_tasks.agent_params(algo.env, info))
         state = init(keys.repeat(info["tasks"]["count"], 1), params)
         return algo, tree.map(lambda x: x.clone(memory_format=torch.contiguous_format), state)
     init, _ = batched(algo, info["seeds"], compile=False, sweep=info["sweep"])
-    state = init(torch.tensor(info["key"], dtype=torch.int64))
+    state = init(key)
     return algo, _add_seed_dim(state) if info["num_seeds"] == 1 and not info["sweep"] else state
 
 
@@ -421,7 +444,7 @@ def _run(
     plot_every: float = 30.0,
     max_iterations: int | None = None,
 ) -> RunResult:
-    algo, state = build(info)
+    algo, state = build(info, info["device"])
     meta: dict[str, Any] = {"iteration": 0, "steps": 0, "best_return": -math.inf}
     if ckpt_path is not None:
         # resume() checked the config (fields added since the file was written allowed)

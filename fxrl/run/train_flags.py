@@ -47,6 +47,12 @@ RUN_FLAGS: dict[str, tuple[Any, Any, str]] = {
         "--no-compile or --compile false runs it eager (debugging, short runs)",
     ),
     "checkpoint_every": (float, 60.0, "seconds between checkpoints (and one at the end)"),
+    "device": (
+        str,
+        "cpu",
+        "where the agents train: cpu, cuda, cuda:N or mps (recorded in config.json; "
+        "checkpoints load on any device)",
+    ),
     "threads": (int | None, None, "torch threads (default: the cores, at most 4)"),
     "sweep": (
         tuple[str, ...],

@@ -151,7 +151,10 @@ class NoopReset(Transform):
         reset_key, noop_key = random.split(key).unbind(-2)
         state, ts = env.reset(reset_key, params)
         n = random.randint(noop_key, env.batch_shape, 1, self.noops + 1)
-        action = env.action_spec.zeros(env.batch_shape) if self.action is None else self.action
+        if self.action is None:
+            action = env.action_spec.zeros(env.batch_shape, key.device)
+        else:
+            action = tree.map(lambda a: torch.as_tensor(a, device=key.device), self.action)
         for i in range(self.noops):
             go = (i < n) & ~ts.done
             moved, moved_ts = env.step(state, action)

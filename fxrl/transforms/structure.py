@@ -58,14 +58,14 @@ class Select(Transform):
             raise ValueError(f"select: indices {list(idx)} repeat an entry; give each once.")
         self.indices = idx
 
-    def _index(self, size: int) -> Tensor:
+    def _index(self, size: int, device: torch.device) -> Tensor:
         bad = [i for i in self.indices if not -size <= i < size]
         if bad:
             raise ValueError(
                 f"select: indices {bad} are out of range for an observation of {size} "
                 f"entries; expected indices in [-{size}, {size})."
             )
-        return torch.tensor([i % size for i in self.indices], dtype=torch.int64)
+        return torch.tensor([i % size for i in self.indices], dtype=torch.int64, device=device)
 
     def __call__(self, obs: Tensor, state: Any = None) -> Tensor:
         if not isinstance(obs, Tensor) or obs.ndim < 1:
@@ -73,7 +73,7 @@ class Select(Transform):
             raise ValueError(f"select: expects a [..., features] observation, got {got}.")
         # index_select with a constant index: no data-dependent shapes, so it vmaps,
         # compiles and exports (as a Gather in ONNX).
-        return obs.index_select(-1, self._index(obs.shape[-1]))
+        return obs.index_select(-1, self._index(obs.shape[-1], obs.device))
 
     def observation_spec(self, spec: Any) -> specs.Box:
         spec = as_box("select", spec)
@@ -81,7 +81,7 @@ class Select(Transform):
             raise ValueError(f"select: expects a [..., features] Box, got {spec!r}.")
         low = spec.low.expand(spec.shape).double()
         high = spec.high.expand(spec.shape).double()
-        index = self._index(spec.shape[-1])
+        index = self._index(spec.shape[-1], spec.low.device)
         return specs.Box(low.index_select(-1, index), high.index_select(-1, index),
                          dtype=spec.dtype)  # fmt: skip
 

@@ -18,8 +18,9 @@ __all__ = ["RunningStats", "clip", "observation_norm", "reward_scale"]
 
 class ObservationNorm(Transform):
     def __init__(self, loc: Any, scale: Any) -> None:
-        self.loc = torch.as_tensor(loc, dtype=torch.float64)
-        self.scale = torch.as_tensor(scale, dtype=torch.float64)
+        # constants on the CPU (read here and by repr), moved to the observation's at use
+        self.loc = torch.as_tensor(loc, dtype=torch.float64, device="cpu")
+        self.scale = torch.as_tensor(scale, dtype=torch.float64, device="cpu")
         if bool((self.scale == 0).any()):
             raise ValueError("observation_norm: scale has zeros; it divides the observation.")
 
@@ -52,11 +53,11 @@ class RunningObservationNorm(Transform):
         self.eps, self.initial_count = eps, initial_count
 
     def init(self, obs: Tensor, spec: Any) -> RunningStats:
-        shape = as_box("observation_norm", spec).shape
+        shape, device = as_box("observation_norm", spec).shape, obs.device
         prior = RunningStats(
-            torch.zeros(shape, dtype=torch.float64),
-            torch.ones(shape, dtype=torch.float64),
-            torch.tensor(self.initial_count, dtype=torch.float64),
+            torch.zeros(shape, dtype=torch.float64, device=device),
+            torch.ones(shape, dtype=torch.float64, device=device),
+            torch.tensor(self.initial_count, dtype=torch.float64, device=device),
         )
         return self._absorb(prior, obs, len(shape))
 

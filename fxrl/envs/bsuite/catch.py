@@ -56,7 +56,9 @@ class Catch(Env):
 
     def reset(self, key: Tensor, params: CatchParams | None = None) -> tuple[CatchState, TimeStep]:
         """Ball in a uniform column of the top row, paddle centred (``columns // 2``)."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         ball_x = random.randint(key, (), 0, self.columns)
         # one tensor per leaf: fxrl.compile traces aliased input leaves as one input
         ball_y, t = torch.zeros_like(ball_x), torch.zeros_like(ball_x)
@@ -64,7 +66,7 @@ class Catch(Env):
             ball_x, ball_y, torch.full_like(ball_x, self.columns // 2), t, key, params
         )
         flag = torch.zeros_like(t, dtype=torch.bool)
-        reward = torch.zeros(t.shape, dtype=self.dtype)
+        reward = torch.zeros(t.shape, dtype=self.dtype, device=t.device)
         return state, TimeStep(self.observe(state), reward, flag, flag.clone(), {})
 
     def step(self, state: CatchState, action: Tensor) -> tuple[CatchState, TimeStep]:

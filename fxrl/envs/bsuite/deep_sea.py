@@ -62,7 +62,8 @@ class DeepSea(Env):
         self.size, self.dtype = size, dtype
         self.observation_spec = specs.Box(0.0, 1.0, shape=(size, size), dtype=dtype)
         self.action_spec = specs.Discrete(2)
-        key = random.key(0) if mapping_key is None else mapping_key
+        # default params live on the CPU; reset puts them on its key's device
+        key = random.key(0, device="cpu") if mapping_key is None else mapping_key
         self.default_params = DeepSeaParams(self._mapping(key))
 
     def _mapping(self, key: Tensor) -> Tensor:
@@ -74,18 +75,21 @@ class DeepSea(Env):
         ``sample_action_map``); other fields from ``params`` (default: the env's default
         params), all as tensors, so ``vmap(env.sample_params)(keys)`` gives a batch of tasks."""
         base = self.default_params if params is None else params
-        return params_as_tensors(base, self.dtype).replace(action_mapping=self._mapping(key))
+        mapping = self._mapping(key)
+        return params_as_tensors(base, self.dtype, key.device).replace(action_mapping=mapping)
 
     def reset(
         self, key: Tensor, params: DeepSeaParams | None = None
     ) -> tuple[DeepSeaState, TimeStep]:
         """Start in the top-left cell (deterministic: ``key`` seeds the step noise)."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         # one tensor per leaf: fxrl.compile traces aliased input leaves as one input
         row, column, t = (torch.zeros_like(key[..., 0]) for _ in range(3))
         flag = torch.zeros_like(row, dtype=torch.bool)
         state = DeepSeaState(row, column, flag.clone(), t, key, params)
-        reward = torch.zeros(row.shape, dtype=self.dtype)
+        reward = torch.zeros(row.shape, dtype=self.dtype, device=row.device)
         return state, TimeStep(self.observe(state), reward, flag, flag.clone(), {})
 
     def step(self, state: DeepSeaState, action: Tensor) -> tuple[DeepSeaState, TimeStep]:

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from fxrl import specs, tree
+from fxrl.envs import _index
 from fxrl.envs.bsuite._grid import cell_mask, palette_image
 from fxrl.envs.core import Env, TimeStep, params_as_tensors
 
@@ -57,11 +58,13 @@ class DiscountingChain(Env):
     def reset(
         self, key: Tensor, params: DiscountingChainParams | None = None
     ) -> tuple[DiscountingChainState, TimeStep]:
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         context, t = torch.full_like(key[..., 0], -1), torch.zeros_like(key[..., 0])
         state = DiscountingChainState(context, t, key, params)
         flag = torch.zeros_like(t, dtype=torch.bool)
-        reward = torch.zeros(t.shape, dtype=self.dtype)
+        reward = torch.zeros(t.shape, dtype=self.dtype, device=t.device)
         return state, TimeStep(self.observe(state), reward, flag, flag.clone(), {})
 
     def step(
@@ -71,7 +74,7 @@ class DiscountingChain(Env):
         p = state.params
         context = torch.where(state.t == 0, action.long(), state.context)
         t = state.t + 1
-        when = torch.tensor(REWARD_TIMESTEPS, device=t.device)[context.clamp(min=0)]
+        when = _index.rows(torch.tensor(REWARD_TIMESTEPS, device=t.device), context.clamp(min=0))
         value = torch.where(context == p.bonus_action, p.bonus_reward, 1.0).to(self.dtype)
         reward = torch.where(t == when, value, torch.zeros_like(value))
         moved = state.replace(context=context, t=t)
@@ -94,7 +97,8 @@ class DiscountingChain(Env):
         payoff = cell_mask(rows, when, n, EPISODE_LEN + 1).any(-3)  # [5, 101]
         bonus = (rows == state.params.bonus_action)[..., :, None]
         chosen = (rows == state.context[..., None]) | (state.context[..., None] < 0)
-        agent = chosen[..., :, None] & (torch.arange(EPISODE_LEN + 1) == state.t[..., None, None])
+        steps = torch.arange(EPISODE_LEN + 1, device=state.t.device)
+        agent = chosen[..., :, None] & (steps == state.t[..., None, None])
         cells = torch.where(agent, 3, torch.where(payoff, torch.where(bonus, 2, 1), 0))
         colors = [(30, 30, 30), (240, 200, 40), (255, 130, 0), (230, 40, 40)]
         img = palette_image(cells, colors, 4)  # [20, 404, 3]: stretch rows to 8 px

@@ -62,20 +62,23 @@ class MemoryChain(Env):
         self, key: Tensor, params: MemoryChainParams | None = None
     ) -> tuple[MemoryChainState, TimeStep]:
         """Context bits Bernoulli(0.5), a uniform query."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         k_context, k_query = random.split(key).unbind(-2)
         context = random.bernoulli(k_context, 0.5, (self.num_bits,)).long()
         query = random.randint(k_query, (), 0, self.num_bits)
         t = torch.zeros_like(query)
         state = MemoryChainState(context, query, t, key, params)
         flag = torch.zeros_like(t, dtype=torch.bool)
-        reward = torch.zeros(t.shape, dtype=self.dtype)
+        reward = torch.zeros(t.shape, dtype=self.dtype, device=t.device)
         return state, TimeStep(self.observe(state), reward, flag, flag.clone(), {})
 
     def step(self, state: MemoryChainState, action: Tensor) -> tuple[MemoryChainState, TimeStep]:
         """Pay +-1 for the answer at time memory_length, 0 before; then count the step."""
         final = state.t >= state.params.memory_length
-        bit = (state.context * (torch.arange(self.num_bits) == state.query[..., None])).sum(-1)
+        bits = torch.arange(self.num_bits, device=state.query.device)
+        bit = (state.context * (bits == state.query[..., None])).sum(-1)
         answer = torch.where(action.long() == bit, 1.0, -1.0).to(self.dtype)
         reward = torch.where(final, answer, torch.zeros_like(answer))
         moved = state.replace(t=state.t + 1)
@@ -96,7 +99,7 @@ class MemoryChain(Env):
         chain, the agent red; bottom: the context bits (green 1, purple 0), the queried
         one bright, the others dim."""
         width = max(6, self.num_bits)
-        cols = torch.arange(width)
+        cols = torch.arange(width, device=state.t.device)
         agent = cols == state.t[..., None].clamp(max=width - 1)
         on_chain = cols <= state.params.memory_length
         top = torch.where(agent, 1, torch.where(on_chain, 2, 0))

@@ -65,14 +65,16 @@ class UmbrellaChain(Env):
         self, key: Tensor, params: UmbrellaChainParams | None = None
     ) -> tuple[UmbrellaChainState, TimeStep]:
         """need and has umbrella Bernoulli(0.5) (bsuite's ``_reset``), fresh distractors."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         key, k_need, k_has, k_bits = random.split(key, 4).unbind(-2)
         need = random.bernoulli(k_need, 0.5).long()
         has = random.bernoulli(k_has, 0.5).long()
         t = torch.zeros_like(need)
         state = UmbrellaChainState(need, has, self._bits(k_bits), t, key, params)
         flag = torch.zeros_like(t, dtype=torch.bool)
-        reward = torch.zeros(t.shape, dtype=self.dtype)
+        reward = torch.zeros(t.shape, dtype=self.dtype, device=t.device)
         return state, TimeStep(self.observe(state), reward, flag, flag.clone(), {})
 
     def step(
@@ -99,7 +101,7 @@ class UmbrellaChain(Env):
         red; bottom row: the weather to come (blue rain, yellow sun) and whether the
         umbrella is held (blue) or not (gray)."""
         width = 11
-        cols = torch.arange(width)
+        cols = torch.arange(width, device=state.t.device)
         agent = cols == state.t[..., None].clamp(max=width - 1)
         top = torch.where(agent, 1, torch.where(cols <= state.params.chain_length, 2, 0))
         weather = torch.where(state.need_umbrella == 1, 3, 4)[..., None]

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from fxrl import random, specs, tree
+from fxrl.envs import _index
 from fxrl.envs.core import Env, TimeStep, params_as_tensors
 
 __all__ = [
@@ -246,12 +247,13 @@ class MinAtarEnv(Env):
         minimal = bool(self.default_params.minimal_action_set)
         return specs.Discrete(len(self.minimal_actions) if minimal else len(ACTIONS))
 
-    def _params(self, params: Any) -> Any:
-        return params_as_tensors(self.default_params if params is None else params, torch.float32)
+    def _params(self, params: Any, device: torch.device) -> Any:
+        base = self.default_params if params is None else params
+        return params_as_tensors(base, torch.float32, device)
 
     def reset(self, key: Tensor, params: Any = None) -> tuple[Any, TimeStep]:
         """A new game, as the package's ``reset()``; its random draws from ``key``."""
-        state = _distinct(self._start(key, self._params(params)))
+        state = _distinct(self._start(key, self._params(params, key.device)))
         flag = torch.zeros_like(state.terminal)
         reward = torch.zeros(flag.shape, dtype=self.dtype, device=flag.device)
         return state, TimeStep(self.observe(state), reward, flag, flag, {})
@@ -262,7 +264,7 @@ class MinAtarEnv(Env):
         p = state.params
         action = torch.as_tensor(action, device=state.t.device).to(torch.int64)
         table = torch.tensor(self.minimal_actions, device=action.device)
-        small = table[action.clamp(0, len(self.minimal_actions) - 1)]
+        small = _index.rows(table, action.clamp(0, len(self.minimal_actions) - 1))
         action = torch.where(p.minimal_action_set, small, action)
         w = words(state.key, state.t + 1, self.step_blocks)
         sticky = uniform24(w[0]) < p.sticky_action_prob
@@ -385,7 +387,8 @@ def from_minatar(environment: Any, key: Tensor) -> Any:
             f"{sorted(_FROM_MINATAR)}; got {type(environment).__name__} with game {name!r}."
         )
     random._check_key("from_minatar", key)
-    return _FROM_MINATAR[name](environment, key)
+    with torch.device(key.device):  # the state is read off the package onto key's device
+        return _FROM_MINATAR[name](environment, key)
 
 
 def common_fields(environment: Any, key: Tensor) -> dict[str, Tensor]:

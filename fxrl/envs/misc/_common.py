@@ -38,7 +38,8 @@ def bars_image(heights: Tensor, colors: Tensor, height: int = 64, width: int = 3
 def arm_colors(last_action: Tensor, paid: Tensor) -> Tensor:
     """uint8 [..., 2, 3]: the last-pulled arm green (paid) or red, the other gray."""
     gray = torch.tensor([150, 150, 150], dtype=torch.uint8, device=paid.device)
-    hit = torch.where(paid[..., None], torch.tensor([40, 170, 60], dtype=torch.uint8),
-                      torch.tensor([210, 50, 50], dtype=torch.uint8))  # fmt: skip
-    pulled = (torch.arange(2) == last_action[..., None])[..., None]  # [..., 2, 1]
+    green = torch.tensor([40, 170, 60], dtype=torch.uint8, device=paid.device)
+    red = torch.tensor([210, 50, 50], dtype=torch.uint8, device=paid.device)
+    hit = torch.where(paid[..., None], green, red)
+    pulled = (torch.arange(2, device=paid.device) == last_action[..., None])[..., None]
     return torch.where(pulled, hit[..., None, :], gray)

@@ -62,17 +62,23 @@ class BernoulliBandit(Env):
     ) -> BernoulliBanditParams:
         """One task: ``prob_0`` drawn as a reset draws it, ``resample_task=False``.
         ``torch.func.vmap(env.sample_params)(random.split(key, n))`` gives n tasks."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
-        return params.replace(prob_0=_draw_p(key, params), resample_task=torch.tensor(False))
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
+        return params.replace(
+            prob_0=_draw_p(key, params), resample_task=torch.tensor(False, device=key.device)
+        )
 
     def reset(
         self, key: Tensor, params: BernoulliBanditParams | None = None
     ) -> tuple[BernoulliBanditState, TimeStep]:
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         key, k_task = random.split(key).unbind(-2)
         p = torch.where(params.resample_task, _draw_p(k_task, params), params.prob_0)
         last_action, t = torch.zeros_like(key[..., 0]), torch.zeros_like(key[..., 0])
-        reward = torch.zeros(t.shape, dtype=self.dtype)
+        reward = torch.zeros(t.shape, dtype=self.dtype, device=t.device)
         state = BernoulliBanditState(p, last_action, reward, t, key, params)
         flag = torch.zeros_like(t, dtype=torch.bool)
         return state, TimeStep(self.observe(state), reward.clone(), flag, flag.clone(), {})

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from fxrl import random, specs, tree
+from fxrl.envs import _index
 from fxrl.envs.bsuite._grid import cell_mask, palette_image
 from fxrl.envs.core import Env, TimeStep, params_as_tensors
 
@@ -65,21 +66,28 @@ class FourRoomsState:
 def open_cells(text: str) -> tuple[Tensor, Tensor]:
     """(bool [H, W] open map, int64 [n, 2] open cells in row-major order) of a map text."""
     rows = text.split("\n")
-    free = torch.tensor([[c == " " for c in row] for row in rows])
+    # host-side tables, made on the CPU and moved to the state's device at use
+    free = torch.tensor([[c == " " for c in row] for row in rows], device="cpu")
     return free, free.nonzero()
+
+
+def cell_at(free: Tensor, cell: Tensor) -> Tensor:
+    """``free[cell[..., 0], cell[..., 1]]`` for cells ``[..., 2]``, on ``cell``'s device."""
+    return _index.cells(free, cell[..., 0], cell[..., 1])
 
 
 def draw_goal(key: Tensor, coords: Tensor) -> Tensor:
     """A uniform open cell (gymnax's ``reset_goal``): int64 [2]."""
-    return coords[random.randint(key, (), 0, coords.shape[0])]
+    return _index.rows(coords, random.randint(key, (), 0, coords.shape[0]))
 
 
 def draw_start(key: Tensor, coords: Tensor, goal: Tensor) -> Tensor:
     """gymnax's ``reset_pos``: a uniform index below n - 1, the last open cell where it
     would be the goal, so the start is never the goal."""
     n = coords.shape[0]
-    i = random.randint(key, (), 0, n - 1)
-    return torch.where((coords[i] == goal).all(-1, keepdim=True), coords[n - 1], coords[i])
+    cell = _index.rows(coords, random.randint(key, (), 0, n - 1))
+    last = coords[n - 1].to(key.device)
+    return torch.where((cell == goal).all(-1, keepdim=True), last, cell)
 
 
 class FourRooms(Env):
@@ -90,14 +98,16 @@ class FourRooms(Env):
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         self.dtype = dtype
         self.free, self.coords = open_cells(FOUR_ROOMS_MAP)
-        self.directions = torch.tensor(DIRECTIONS)
+        self.directions = torch.tensor(DIRECTIONS, device="cpu")
         self.observation_spec = specs.Box(1.0, 11.0, shape=(4,), dtype=dtype)
         self.action_spec = specs.Discrete(4)
         self.default_params = FourRoomsParams()
 
     def sample_params(self, key: Tensor, params: FourRoomsParams | None = None) -> FourRoomsParams:
         """One task: a goal and a start drawn as a resampling reset draws them, kept fixed."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         k_goal, k_pos = random.split(key).unbind(-2)
         goal = draw_goal(k_goal, self.coords)
         start = draw_start(k_pos, self.coords, goal)
@@ -105,13 +115,16 @@ class FourRooms(Env):
         row, col, start_row, start_col = (x.clone() for x in (*goal.unbind(-1), *start.unbind(-1)))
         return params.replace(
             goal_row=row, goal_col=col, start_row=start_row, start_col=start_col,
-            resample_init_pos=torch.tensor(False), resample_goal_pos=torch.tensor(False),
+            resample_init_pos=torch.tensor(False, device=key.device),
+            resample_goal_pos=torch.tensor(False, device=key.device),
         )  # fmt: skip
 
     def reset(
         self, key: Tensor, params: FourRoomsParams | None = None
     ) -> tuple[FourRoomsState, TimeStep]:
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         key, k_goal, k_pos = random.split(key, 3).unbind(-2)
         fixed_goal = torch.stack([params.goal_row, params.goal_col], -1)
         resample_goal = params.resample_goal_pos[..., None]  # [..., 1]: elementwise over batches
@@ -122,7 +135,7 @@ class FourRooms(Env):
         t = torch.zeros_like(key[..., 0])
         state = FourRoomsState(pos, goal, t, key, params)
         flag = torch.zeros_like(t, dtype=torch.bool)
-        reward = torch.zeros(t.shape, dtype=self.dtype)
+        reward = torch.zeros(t.shape, dtype=self.dtype, device=t.device)
         return state, TimeStep(self.observe(state), reward, flag, flag.clone(), {})
 
     def step(self, state: FourRoomsState, action: Tensor) -> tuple[FourRoomsState, TimeStep]:
@@ -131,8 +144,8 @@ class FourRooms(Env):
         key, k_fail, k_action = random.split(state.key, 3).unbind(-2)
         slip = random.uniform(k_fail, (), dtype=torch.float64) < state.params.fail_prob * 4 / 3
         action = torch.where(slip, random.randint(k_action, (), 0, 4), action.long())
-        target = state.pos + self.directions[action]
-        free = self.free[target[..., 0], target[..., 1]]
+        target = state.pos + _index.rows(self.directions, action)
+        free = cell_at(self.free, target)
         pos = torch.where(free[..., None], target, state.pos)
         at_goal = (pos == state.goal).all(-1)
         moved = state.replace(pos=pos, t=state.t + 1, key=key)
@@ -151,6 +164,7 @@ class FourRooms(Env):
 def grid_render(free: Tensor, pos: Tensor, goal: Tensor, scale: int = 8) -> Tensor:
     """A maze frame: gray walls, black floor, green goal, red agent (on top)."""
     h, w = free.shape
+    free = free.to(pos.device)
     agent = cell_mask(pos[..., 0], pos[..., 1], h, w)
     target = cell_mask(goal[..., 0], goal[..., 1], h, w)
     cells = torch.where(agent, 3, torch.where(target, 2, torch.where(free, 0, 1)))

@@ -60,8 +60,12 @@ class GaussianBandit(Env):
     ) -> GaussianBanditParams:
         """One task: ``mu`` drawn as a reset draws it, ``resample_task=False``.
         ``torch.func.vmap(env.sample_params)(random.split(key, n))`` gives n tasks."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
-        return params.replace(mu=self._draw_mu(key, params), resample_task=torch.tensor(False))
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
+        return params.replace(
+            mu=self._draw_mu(key, params), resample_task=torch.tensor(False, device=key.device)
+        )
 
     def _draw_mu(self, key: Tensor, params: GaussianBanditParams) -> Tensor:
         return params.mean_mu + params.sigma_p * random.normal(key, (), self.dtype)
@@ -69,11 +73,13 @@ class GaussianBandit(Env):
     def reset(
         self, key: Tensor, params: GaussianBanditParams | None = None
     ) -> tuple[GaussianBanditState, TimeStep]:
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         key, k_task = random.split(key).unbind(-2)
         mu = torch.where(params.resample_task, self._draw_mu(k_task, params), params.mu)
         last_action, t = torch.zeros_like(key[..., 0]), torch.zeros_like(key[..., 0])
-        reward = torch.zeros(t.shape, dtype=self.dtype)
+        reward = torch.zeros(t.shape, dtype=self.dtype, device=t.device)
         state = GaussianBanditState(mu, last_action, reward, t, key, params)
         flag = torch.zeros_like(t, dtype=torch.bool)
         return state, TimeStep(self.observe(state), reward.clone(), flag, flag.clone(), {})

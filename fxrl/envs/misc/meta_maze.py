@@ -21,9 +21,16 @@ import torch
 from torch import Tensor
 
 from fxrl import random, specs, tree
+from fxrl.envs import _index
 from fxrl.envs.core import Env, TimeStep, params_as_tensors
 from fxrl.envs.misc._common import one_hot, time_feature
-from fxrl.envs.misc.four_rooms import DIRECTIONS, draw_goal, grid_render, open_cells
+from fxrl.envs.misc.four_rooms import (
+    DIRECTIONS,
+    cell_at,
+    draw_goal,
+    grid_render,
+    open_cells,
+)
 
 __all__ = ["MetaMaze", "MetaMazeParams", "MetaMazeState", "maze_layout"]
 
@@ -78,11 +85,11 @@ class MetaMaze(Env):
             )
         self.maze_size, self.rf_size, self.dtype = maze_size, rf_size, dtype
         self.free, self.coords = open_cells(maze_layout(maze_size, rf_size))
-        self.wall = (~self.free).to(dtype)
+        self.wall = (~self.free).to(dtype)  # the tables: on the CPU, moved at use
         self.rf_off = (rf_size - 1) // 2
         centre = (self.free.shape[0] - 1) // 2 + self.rf_off - 1
-        self.centre = torch.tensor([centre, centre])
-        self.directions = torch.tensor(DIRECTIONS)
+        self.centre = torch.tensor([centre, centre], device="cpu")
+        self.directions = torch.tensor(DIRECTIONS, device="cpu")
         inf = math.inf
         n = rf_size**2 + 4
         self.observation_spec = specs.Box(
@@ -93,21 +100,26 @@ class MetaMaze(Env):
 
     def sample_params(self, key: Tensor, params: MetaMazeParams | None = None) -> MetaMazeParams:
         """One task: a goal drawn as a reset draws it (uniform open cell), kept fixed."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         goal = draw_goal(key, self.coords)
         row, col = (x.clone() for x in goal.unbind(-1))  # own leaves, not views of one tensor
-        return params.replace(goal_row=row, goal_col=col, resample_goal=torch.tensor(False))
+        resample = torch.tensor(False, device=key.device)
+        return params.replace(goal_row=row, goal_col=col, resample_goal=resample)
 
     def reset(
         self, key: Tensor, params: MetaMazeParams | None = None
     ) -> tuple[MetaMazeState, TimeStep]:
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         key, k_goal = random.split(key).unbind(-2)
         fixed = torch.stack([params.goal_row, params.goal_col], -1)
         goal = torch.where(params.resample_goal[..., None], draw_goal(k_goal, self.coords), fixed)
-        pos = self.centre.expand_as(goal).clone()
+        pos = self.centre.to(goal.device).expand_as(goal).clone()
         last_action, t = torch.zeros_like(key[..., 0]), torch.zeros_like(key[..., 0])
-        reward = torch.zeros(t.shape, dtype=self.dtype)
+        reward = torch.zeros(t.shape, dtype=self.dtype, device=t.device)
         state = MetaMazeState(pos, goal, last_action, reward, t, key, params)
         flag = torch.zeros_like(t, dtype=torch.bool)
         return state, TimeStep(self.observe(state), reward.clone(), flag, flag.clone(), {})
@@ -117,12 +129,12 @@ class MetaMaze(Env):
         p = state.params
         key, k_pos = random.split(state.key).unbind(-2)
         action = action.long()
-        target = state.pos + self.directions[action]
-        free = self.free[target[..., 0], target[..., 1]]
+        target = state.pos + _index.rows(self.directions, action)
+        free = cell_at(self.free, target)
         pos = torch.where(free[..., None], target, state.pos)
         reached = (pos == state.goal).all(-1)
         reward = reached.to(self.dtype) * p.reward + (~free).to(self.dtype) * p.punishment
-        teleport = self.coords[random.randint(k_pos, (), 0, self.coords.shape[0])]
+        teleport = _index.rows(self.coords, random.randint(k_pos, (), 0, self.coords.shape[0]))
         pos = torch.where(reached[..., None], teleport, pos)
         moved = state.replace(
             pos=pos, last_action=action, last_reward=reward, t=state.t + 1, key=key
@@ -133,10 +145,10 @@ class MetaMaze(Env):
         )
 
     def observe(self, state: MetaMazeState) -> Tensor:
-        offsets = torch.arange(-self.rf_off, self.rf_off + 1)
+        offsets = torch.arange(-self.rf_off, self.rf_off + 1, device=state.pos.device)
         rows = state.pos[..., 0, None] + offsets
         cols = state.pos[..., 1, None] + offsets
-        view = self.wall[rows[..., :, None], cols[..., None, :]].flatten(-2)
+        view = self.wall.to(rows.device)[rows[..., :, None], cols[..., None, :]].flatten(-2)
         time = time_feature(state.t, state.params.normalize_time, self.dtype)
         return torch.cat(
             [

@@ -73,9 +73,13 @@ class PointRobot(Env):
         self, key: Tensor, params: PointRobotParams | None = None
     ) -> PointRobotParams:
         """One task: a goal angle uniform in [0, pi), kept fixed."""
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         angle = random.uniform(key, (), 0.0, math.pi, dtype=torch.float64).to(self.dtype)
-        return params.replace(goal_angle=angle, resample_goal=torch.tensor(False))
+        return params.replace(
+            goal_angle=angle, resample_goal=torch.tensor(False, device=key.device)
+        )
 
     def _start(self, key: Tensor, p: PointRobotParams) -> Tensor:
         k_radius, k_angle = random.split(key).unbind(-2)
@@ -87,14 +91,16 @@ class PointRobot(Env):
     def reset(
         self, key: Tensor, params: PointRobotParams | None = None
     ) -> tuple[PointRobotState, TimeStep]:
-        params = params_as_tensors(self.default_params if params is None else params, self.dtype)
+        params = params_as_tensors(
+            self.default_params if params is None else params, self.dtype, key.device
+        )
         key, k_goal, k_pos = random.split(key, 3).unbind(-2)
         drawn = random.uniform(k_goal, (), 0.0, math.pi, dtype=torch.float64)
         angle = torch.where(params.resample_goal, drawn, params.goal_angle.double())
         goal = _on_circle(params.circle_radius, angle, self.dtype)
         pos = self._start(k_pos, params)
         zeros = torch.zeros_like(pos)
-        reward = torch.zeros(pos.shape[:-1], dtype=self.dtype)
+        reward = torch.zeros(pos.shape[:-1], dtype=self.dtype, device=pos.device)
         count, t = torch.zeros_like(key[..., 0]), torch.zeros_like(key[..., 0])
         state = PointRobotState(pos, goal, zeros, reward, count, t, key, params)
         flag = torch.zeros_like(t, dtype=torch.bool)
@@ -132,8 +138,8 @@ class PointRobot(Env):
         """uint8 [96, 160, 3] of x in [-1.25, 1.25], y in [-0.25, 1.25] (64 px per unit):
         white, the goals' semi-circle black, the goal's disc light blue, the agent red."""
         p = state.params
-        x = (torch.arange(160, dtype=torch.float64) + 0.5) / 64 - 1.25
-        y = 1.25 - (torch.arange(96, dtype=torch.float64) + 0.5) / 64
+        x = (torch.arange(160, dtype=torch.float64, device=state.pos.device) + 0.5) / 64 - 1.25
+        y = 1.25 - (torch.arange(96, dtype=torch.float64, device=state.pos.device) + 0.5) / 64
         px, py = x[None, :], y[:, None]  # [1, W], [H, 1]
         radius = torch.sqrt(px.square() + py.square())
         arc = ((radius - p.circle_radius.double()).abs() < 0.015) & (py >= 0)
@@ -143,6 +149,8 @@ class PointRobot(Env):
         agent = (px - ax).square() + (py - ay).square() <= 0.05**2
         cells = torch.where(agent, 3, torch.where(arc, 1, torch.where(goal, 2, 0)))
         colors = torch.tensor(
-            [(255, 255, 255), (0, 0, 0), (150, 200, 240), (220, 30, 30)], dtype=torch.uint8
+            [(255, 255, 255), (0, 0, 0), (150, 200, 240), (220, 30, 30)],
+            dtype=torch.uint8,
+            device=cells.device,
         )
         return colors[cells]
