@@ -80,7 +80,7 @@ MEASURED = re.compile(
 # A version is not a figure: "torch 2.13", "Python 3.10", "Python >= 3.10".
 VERSION = re.compile(
     r"(?:torch|Python|python|JAX|jax|jaxlib|gymnax|gymnasium|numpy|Runtime|onnxruntime|"
-    r"ale-py|ale_py|Ray|ray|mkdocs|CUDA|opset|SB3|version|v)\s?(?:[<>=]=?\s?)?$"
+    r"ale-py|ale_py|Ray|ray|mkdocs|CUDA|opset|SB3|version|v)\s*(?:[<>=]=?\s*)?$"
 )
 log = logging.getLogger("mkdocs.hooks.figures")
 
