@@ -209,19 +209,6 @@ def test_greedy_policy_exports_to_onnx_and_picks_the_same_actions(small, tmp_pat
     assert check.onnx_path.exists()
 
 
-def test_dqn_learns_cartpole_greedy_return_clearly_above_random():
-    # ~500 eager updates of 32 env steps and 8 gradient steps: tens of seconds
-    config = dqn.Config(total_steps=16_000, num_envs=4, num_steps=8, gradient_steps=8,
-                        learning_starts=1_000, eps_decay_steps=6_000, lr=1e-3,
-                        batch_size=64, target_update_every=100, hidden=(64, 64))  # fmt: skip
-    state, metrics = dqn.train(config, random.key(0), compile=False)
-    assert int(metrics["steps"][-1]) == 16_000
-    returns = core.evaluate(dqn.make(config), state.params, 5, seed=0)  # gymnasium's env
-    # a random policy averages ~22 and an untrained greedy one ~9; two seeds of this
-    # config reached 270 and 204
-    assert float(returns.mean()) > 100, returns
-
-
 def test_make_learner_trains_on_a_host_env_through_the_collector():
     from fxrl.collector import collector
 
@@ -247,22 +234,59 @@ def test_make_learner_trains_on_a_host_env_through_the_collector():
     assert not torch.equal(state[0]["layers"][0]["w"], params["layers"][0]["w"])
 
 
-def test_the_update_compiles_as_one_program_with_rolled_loops_equal_to_eager():
-    # fxrl.compile(vmap(update)): the rollout and the gradient steps stay rolled loops
-    # even though their bodies read the params, epsilon and the replay buffer through
-    # closures (lifted into the loops' inputs); the compiled update equals the eager one.
+# The learning test's settings: ~500 updates of 32 env steps and 8 gradient steps. The
+# compiled-vs-eager test compiles this program and the learning test trains through it.
+LEARN = dqn.Config(total_steps=16_000, num_envs=4, num_steps=8, gradient_steps=8,
+                   learning_starts=1_000, eps_decay_steps=6_000, lr=1e-3, batch_size=64,
+                   target_update_every=100, hidden=(64, 64))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def learner():
+    """``(algo, init, update)``: LEARN's update for two seeds, one fxrl.compile program."""
+    algo = dqn.make(LEARN)
+    return (algo, *core.batched(algo, 2, compile=True))
+
+
+def test_the_update_traces_its_rollout_and_gradient_steps_as_two_rolled_loops():
+    # the rollout and the gradient steps stay rolled loops even though their bodies read
+    # the params, epsilon and the replay buffer through closures (lifted into the loops'
+    # inputs)
     import fxrl
 
     algo = dqn.make(dqn.Config(**{**SMALL, "learning_starts": 0}))
     gm = fxrl.trace(algo.update, algo.init(random.key(0)))
     assert len([n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]) == 2
-    init, update = core.batched(algo, 2, compile=True)
+
+
+def test_the_update_compiles_as_one_program_equal_to_eager(learner):
+    # fxrl.compile(vmap(update)): past learning_starts (32 updates of 32 steps), one more
+    # update compiled and eager from the same state
+    algo, init, update = learner
     _, eager = core.batched(algo, 2, compile=False)
     states = init(random.key(5))
-    a, ma = update(states)
-    b, mb = eager(states)
-    assert_trees_close(a, b, rtol=1e-5, atol=1e-6)
+    for _ in range(32):
+        states, _ = update(states)
+    assert len(update._programs) == 1
+    a, ma = update(tree.map(torch.clone, states))
+    b, mb = eager(tree.map(torch.clone, states))
+    assert (a.gradient_steps == states.gradient_steps + 8).all()  # this update learned
+    assert_trees_close(a.params, b.params, rtol=1e-4, atol=1e-5)
+    assert_trees_close(a.buffer, b.buffer)
     torch.testing.assert_close(ma["loss"], mb["loss"], rtol=1e-4, atol=1e-5)
+
+
+def test_dqn_learns_cartpole_greedy_return_clearly_above_random(learner):
+    # two seeds, 16k env steps each through the compiled update, judged by each seed's
+    # greedy policy over 5 episodes of gymnasium's CartPole-v1: a random policy averages
+    # ~22 and an untrained greedy one ~9
+    algo, init, update = learner
+    state = init(random.key(0))
+    for _ in range(LEARN.total_steps // algo.steps_per_update):
+        state, metrics = update(state)
+    assert (metrics["steps"] == 16_000).all()
+    returns = [core.evaluate(algo, tree.index(state.params, i), 5, seed=0) for i in range(2)]
+    assert all(float(r.mean()) > 100 for r in returns), returns
 
 
 @pytest.mark.parametrize("mode, key", [("random", None), ("sample", random.key(0))])

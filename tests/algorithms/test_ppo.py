@@ -129,14 +129,6 @@ def test_policy_exports_to_onnx_and_onnx_runtime_picks_the_same_actions(small, t
     assert torch.equal(torch.as_tensor(onnx_policy(obs.numpy())), eager)
 
 
-def test_ppo_learns_cartpole_on_a_short_budget():
-    # 16 envs x 64 steps per update: the same eager cost per step as 4 envs, 4x the data.
-    config = ppo.Config(num_envs=16, num_steps=64, total_steps=40_960, lr=1e-3)
-    _, metrics = ppo.train(config, random.key(0), compile=False)
-    late = metrics["episode_return"][-5:]
-    assert float(late.nanmean()) > 100, metrics["episode_return"].tolist()
-
-
 def _assert_same_states(a, b):
     for x, y in zip(tree.leaves(a), tree.leaves(b), strict=True):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
@@ -170,15 +162,38 @@ def test_batched_compiles_the_pieces_and_agrees_with_eager():
     _assert_same_states(a, b)
 
 
-def test_the_default_compiled_update_through_fxrl_compile_agrees_with_eager():
-    # What ppo.train and `fxrl train --compile` run: every piece fxrl.compile(vmap(piece))
-    # with inductor. Floats may differ in the last bits (fused kernels), so a tolerance.
-    algo = ppo.make(ppo.Config(**SMALL))
-    init, update = core.batched(algo, 2, compile=True)
+# The learning test's settings (16 envs x 64 steps, 40 updates): the compiled-vs-eager
+# test compiles this program for two seeds and the learning test trains through it.
+LEARN = ppo.Config(num_envs=16, num_steps=64, total_steps=40_960, lr=1e-3)
+
+
+@pytest.fixture(scope="module")
+def learner():
+    """``(algo, init, update)``: LEARN's update for two seeds, one fxrl.compile program."""
+    algo = ppo.make(LEARN)
+    return (algo, *core.batched(algo, 2, compile=True))
+
+
+def test_the_default_compiled_update_through_fxrl_compile_agrees_with_eager(learner):
+    # What ppo.train and `fxrl train` run: the whole vmapped update one fxrl.compile
+    # program (inductor). Floats may differ in the last bits (fused kernels): a tolerance.
+    algo, init, update = learner
     states = init(random.key(5))
     a, ma = update(states)
     b, mb = torch.func.vmap(algo.update)(states)
     _assert_same_states(a, b)
     torch.testing.assert_close(ma["loss"], mb["loss"], rtol=1e-4, atol=1e-5)
-    again, _ = update(a)  # fed its own output: runs the programs compiled above
+    again, _ = update(a)  # fed its own output: runs the program compiled above
     assert tree.structure(again) == tree.structure(a)
+    assert len(update._programs) == 1
+
+
+def test_ppo_learns_cartpole_on_a_short_budget(learner):
+    # two seeds, 40 updates through the compiled update, judged by each seed's greedy
+    # policy over 5 episodes of gymnasium's CartPole-v1 (a random policy averages ~22)
+    algo, init, update = learner
+    state = init(random.key(0))
+    for _ in range(LEARN.total_steps // algo.steps_per_update):
+        state, _ = update(state)
+    returns = [core.evaluate(algo, tree.index(state.params, i), 5) for i in range(2)]
+    assert all(float(r.mean()) > 100 for r in returns), returns
