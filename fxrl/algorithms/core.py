@@ -104,16 +104,38 @@ def check_config(config: Any, field: str, ok: bool, allowed: str, fix: str = "")
     raise ValueError(f"{name}: {field}={value!r} is not allowed; expected {allowed}.{hint}")
 
 
-def check_env_id(config: Any, field: str = "env") -> None:
-    """An unknown pure env id fails with the closest known id and the full list."""
-    from fxrl.envs import registered
+def check_env_id(config: Any, field: str = "env", *, host: bool = False) -> None:
+    """An env id an algorithm can build: a registered pure env id (fxrl's own, one given to
+    ``fxrl.envs.register`` or by an ``fxrl.envs`` entry point), ``"module:id"`` (the
+    module is imported: it registers the id), or a host env, ``"gymnasium:<id>"`` or
+    ``"ale:<Game>"`` (where ``host``: the algorithm trains on host envs). An unknown id
+    fails with the closest known id and the full list."""
+    from fxrl.envs import registry
 
-    env_id, known = getattr(config, field), registered()
-    close = closest(env_id, known, cutoff=0.3)
+    env_id = getattr(config, field)
+    check_config(config, field, isinstance(env_id, str), "an env id (a string)")
+    if registry.is_host_id(env_id):
+        # the host env itself says what is wrong with its id when it is built
+        check_config(config, field, host, "a pure env id: this algorithm trains on pure envs")
+        return
+    module, name = registry.split_id(env_id)
+    if module is not None:
+        try:
+            registry.import_env_module(module, f"{field}={env_id!r}")
+        except ValueError as e:
+            check_config(config, field, False, f"'module:id' with an importable module ({e})")
+    known = registry.registered()
+    close = closest(name, known, cutoff=0.3)
     # the suggestion first: the list of ids is long, and a CLI may shorten the message
     guess = f" Did you mean {close!r}?" if close else ""
     check_config(
-        config, field, env_id in known, f"a pure env id.{guess} Known ids: {', '.join(known)}"
+        config,
+        field,
+        name in known,
+        f"a registered env id.{guess} Known ids: {', '.join(known)}. Your own env: "
+        "fxrl.envs.register(id, factory) in this process, 'module:id' to import the module "
+        "that registers it, or an 'fxrl.envs' entry point; host envs: 'gymnasium:<id>', "
+        "'ale:<Game>'",
     )
 
 

@@ -197,9 +197,10 @@ def evaluate_run(
         names = tasks.names(info)
         out["labels"] = {a: f"{names[a // info['seeds']]} seed {a % info['seeds']}"
                          for a in members}  # fmt: skip
-    if gymnasium:
-        out["gymnasium"] = {}
     env_id = info["config"].env
+    if gymnasium:
+        _check_gymnasium_id(env_id)
+        out["gymnasium"] = {}
     for s in members:
         params = seed_params(state, s)
         key = random.fold_in(random.key(seed), s)
@@ -217,6 +218,18 @@ def evaluate_run(
             )
     (Path(run_dir) / "eval.json").write_text(json.dumps(out, indent=1) + "\n")
     return out
+
+
+def _check_gymnasium_id(env_id: str) -> None:
+    """A one-line error unless gymnasium has an env of the run's id to play in."""
+    import gymnasium
+
+    if env_id not in gymnasium.registry:
+        raise ValueError(
+            f"eval --gymnasium: gymnasium has no env {env_id!r} (the run's env is fxrl's "
+            "own or a registered one, with no gymnasium original); evaluate in fxrl's env: "
+            "drop --gymnasium."
+        )
 
 
 def table(result: dict[str, Any]) -> str:
