@@ -226,10 +226,11 @@ class _Driver:
         self.max_steps = math.ceil(algo.config.total_steps / per_update) * self.collect.num_steps
         vmap = torch.func.vmap
         self.begin = vmap(self.collect.begin)  # reads the state's fields: nothing to compile
-        pieces = [vmap(f) for f in (self.collect.act, self.collect.observe, self.collect.finish)]
+        # one call per env step: the env's half of step t, then the policy's of step t + 1
+        pieces = [vmap(f) for f in (self.collect.act, self._observe_act, self.collect.finish)]
         if compile:
             pieces = [fxrl_compile(f) for f in pieces]
-        self.act, self.observe, self.finish = pieces
+        self.act, self.observe_act, self.finish = pieces
         self.env: Any = None
         self.host_state: Any = None
         self.length = -1  # log length the host env is at (-1: not started)
@@ -275,13 +276,16 @@ class _Driver:
         ctx, c = self.begin(agent)
         records, actions, games = [], [], []
         with torch.no_grad():
+            c, action, record = self.act(ctx, c)
             for _ in range(t_len):
-                c, action, record = self.act(ctx, c)
                 ts, game = self._step(action)
-                c, seen = self.observe(ctx, c, ts)
+                # the last step's act is computed and dropped: the carry is the observed one
+                c, seen, c_next, next_action, next_record = self.observe_act(ctx, c, ts)
                 records.append({**record, **seen})
                 actions.append(action)
                 games.append(game)
+                c_last, c, action, record = c, c_next, next_action, next_record
+            c = c_last
         traj = tree.map(lambda *xs: torch.stack(xs, 1), *records)  # [S, T, N, ...]
         new, metrics = self.finish(agent, ctx, c, traj)
         taken = torch.stack(actions, 1).to(log.actions.dtype)  # [S, T, N, ...]
@@ -291,6 +295,12 @@ class _Driver:
         self.length = length + t_len
         metrics = {**metrics, **self._episodes(games)}
         return self._out(new), self._out(metrics)
+
+    def _observe_act(self, ctx: Any, c: Any, ts: Any) -> tuple:
+        """``observe`` of one step, then ``act`` of the next (one program, one call)."""
+        c, seen = self.collect.observe(ctx, c, ts)
+        c_next, action, record = self.collect.act(ctx, c)
+        return c, seen, c_next, action, record
 
     def _start(self, state: Any) -> Any:
         """Start the host env from the log's keys and replay its actions; a fresh run takes
