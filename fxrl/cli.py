@@ -100,6 +100,7 @@ def _train(argv: list[str]) -> int:
 def _default_out(name: str, env: str) -> str:
     import time
 
+    env = env.replace(":", "_").replace("/", "_")  # "module:id", "ale:Breakout": one name
     return f"runs/{name}-{env}-{time.strftime('%Y%m%d-%H%M%S')}".replace("--", "-")
 
 

@@ -45,6 +45,7 @@ from fxrl.envs.core import Env
 
 __all__ = [
     "Algorithm",
+    "Collect",
     "adam",
     "batched",
     "check_config",
@@ -65,6 +66,30 @@ __all__ = [
     "whole_training",
     "with_numbers",
 ]
+
+
+class Collect(NamedTuple):
+    """An update cut at the env's step, so that a host env (gymnasium, ALE: stepped outside
+    torch) can step between its pieces while the rest stays pure and compiled
+    (``fxrl.algorithms.host``). With a pure env the update is these pieces in a scan:
+
+        ctx, c = begin(state)
+        for t in range(num_steps):
+            c, action, record = act(ctx, c)
+            env_state, ts = env.step(env_state, action)
+            c, seen = observe(ctx, c, ts)            # traj[t] = {**record, **seen}
+        state, metrics = finish(state, ctx, c, traj)    # traj: [num_steps, num_envs, ...]
+
+    ``ctx`` is what the rollout reads and does not change (the params); ``c`` what it
+    carries (observations, keys, a policy's state); ``finish`` learns and reports,
+    keeping ``state.env_state`` as it is given.
+    """
+
+    begin: Callable[[Any], tuple[Any, Any]]
+    act: Callable[[Any, Any], tuple[Any, Any, dict]]
+    observe: Callable[[Any, Any, Any], tuple[Any, dict]]
+    finish: Callable[[Any, Any, Any, dict], tuple[Any, dict]]
+    num_steps: int
 
 
 class Algorithm(NamedTuple):
@@ -106,16 +131,41 @@ def check_config(config: Any, field: str, ok: bool, allowed: str, fix: str = "")
     raise ValueError(f"{name}: {field}={value!r} is not allowed; expected {allowed}.{hint}")
 
 
-def check_env_id(config: Any, field: str = "env") -> None:
-    """An unknown pure env id fails with the closest known id and the full list."""
-    from fxrl.envs import registered
+def check_env_id(config: Any, field: str = "env", *, host: bool = False) -> None:
+    """An env id an algorithm can build: a registered pure env id (fxrl's own, one given to
+    ``fxrl.envs.register`` or by an ``fxrl.envs`` entry point), ``"module:id"`` (the
+    module is imported: it registers the id), or a host env, ``"gymnasium:<id>"`` or
+    ``"ale:<Game>"`` (where ``host``: the algorithm trains on host envs). An unknown id
+    fails with the closest known id and the full list."""
+    from fxrl.envs import registry
 
-    env_id, known = getattr(config, field), registered()
-    close = closest(env_id, known, cutoff=0.3)
+    env_id = getattr(config, field)
+    check_config(config, field, isinstance(env_id, str), "an env id (a string)")
+    if registry.is_host_id(env_id):
+        from fxrl.algorithms import host as host_envs
+
+        check_config(config, field, host, "a pure env id: this algorithm trains on pure envs")
+        problem = host_envs.check_id(env_id)
+        check_config(config, field, not problem, f"a host env that exists: {problem}")
+        return
+    module, name = registry.split_id(env_id)
+    if module is not None:
+        try:
+            registry.import_env_module(module, f"{field}={env_id!r}")
+        except ValueError as e:
+            check_config(config, field, False, f"'module:id' with an importable module ({e})")
+    known = registry.registered()
+    close = closest(name, known, cutoff=0.3)
     # the suggestion first: the list of ids is long, and a CLI may shorten the message
     guess = f" Did you mean {close!r}?" if close else ""
     check_config(
-        config, field, env_id in known, f"a pure env id.{guess} Known ids: {', '.join(known)}"
+        config,
+        field,
+        name in known,
+        f"a registered env id.{guess} Known ids: {', '.join(known)}. Your own env: "
+        "fxrl.envs.register(id, factory) in this process, 'module:id' to import the module "
+        "that registers it, or an 'fxrl.envs' entry point; host envs: 'gymnasium:<id>', "
+        "'ale:<Game>'",
     )
 
 
@@ -247,13 +297,24 @@ def make_env(env_id: str, check: Callable[[Env], None] | None = None, **params: 
     inside its vmapped (and compiled) update, where building or checking an env would
     trace its constructor and checks (which read spec values in Python, impossible on a
     trace's tensors), and would redo them on every eager update. Envs are pure and
-    immutable, so sharing one is the same computation."""
+    immutable, so sharing one is the same computation. A host id (``"gymnasium:<id>"``,
+    ``"ale:<Game>"``) gives its stand-in, ``fxrl.algorithms.host.HostSpec``: the host env's
+    specs; the host env itself steps between the pieces of the update."""
     built = _BUILT_ENVS.get()
     if built is not None and env_id in built:
         return built[env_id]
     from fxrl import envs
+    from fxrl.algorithms import host
 
-    env = envs.make(env_id, **params)
+    if host.is_host_id(env_id):
+        if params:
+            raise ValueError(
+                f"{env_id} is a host env: its settings are gymnasium's or ALE's, not env "
+                f"params ({sorted(params)}); drop env_params."
+            )
+        env: Env = host.spec_env(env_id)
+    else:
+        env = envs.make(env_id, **params)
     if check is not None:
         check(env)
     return env
@@ -612,6 +673,10 @@ def batched(
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"batched: num_seeds must be a positive int, got {num_seeds!r}.")
+    from fxrl.algorithms import host
+
+    if host.is_host_id(getattr(algo.config, "env", None)):  # gymnasium or ALE steps
+        return host.batched(algo, num_seeds, compile, sweep)
     if sweep is not None:
         return _swept(algo, num_seeds, compile, sweep)
     if num_seeds == 1:
@@ -767,6 +832,13 @@ def whole_training(
     17 ms per iteration for a 1M x 9 float32 buffer on one core): slower than the Python
     loop it would replace.
     """
+    from fxrl.algorithms import host
+
+    if host.is_host_id(getattr(algo.config, "env", None)):
+        raise ValueError(
+            f"whole_training: {algo.config.env} is a host env, stepped in Python between "
+            "the pieces of each update; train it one update per call (updates_per_call=1)."
+        )
     if getattr(algo.update, "in_place", False):
         name = type(algo.config).__module__.rsplit(".", 1)[-1]
         raise ValueError(

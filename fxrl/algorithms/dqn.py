@@ -64,7 +64,7 @@ class Config:
     ``loss="huber"`` (the Nature paper's) diverged with these settings on CartPole (Q
     values past 10^4 by 50k steps, every seed tried): keep MSE here or lower ``lr``."""
 
-    env: str = "CartPole-v1"  # a pure env id (fxrl.envs.registered()) with Discrete actions
+    env: str = "CartPole-v1"  # an env id with Discrete actions (registered, gymnasium:, ale:)
     total_steps: int = 500_000  # env steps per seed for train()
     num_envs: int = 10  # envs stepped together per seed
     num_steps: int = 10  # steps per env per update
@@ -89,7 +89,7 @@ class Config:
     hidden: tuple[int, ...] = (120, 84)  # Q-network hidden sizes (ReLU MLP)
 
     def __post_init__(self) -> None:
-        core.check_env_id(self)
+        core.check_env_id(self, host=True)
         positive = ("total_steps", "num_envs", "num_steps", "gradient_steps", "buffer_size")
         core.check_positive(self, *positive, "batch_size", "n_step", "eps_decay_steps")
         core.check_positive(self, "target_update_every")
@@ -218,7 +218,11 @@ def make(config: Config) -> Algorithm:
     env = discrete_env(config)
     benv = envs.batch(env, config.num_envs)
     spec = env.action_spec
-    q = nn.mlp(env.observation_spec.shape[0], spec.n, config.hidden, "relu")
+    obs_shape = env.observation_spec.shape
+    if len(obs_shape) == 3:  # uint8 frames (ale:<Game>): the Nature DQN network
+        q = nn.atari_dqn(spec.n, in_channels=obs_shape[0])
+    else:
+        q = nn.mlp(obs_shape[0], spec.n, config.hidden, "relu")
     opt = core.adam(config.lr)
     if config.max_grad_norm > 0:
         opt = optim.chain(optim.clip_by_global_norm(config.max_grad_norm), opt)

@@ -88,10 +88,14 @@ def check_hidden(config: Any) -> None:
     check_config(config, "hidden", ok, f"a non-empty tuple of positive ints, e.g. {default}")
 
 
-def _check_flat_obs(config: Any, env: envs.Env) -> None:
+def _check_flat_obs(config: Any, env: envs.Env, images: bool = False) -> None:
     obs = env.observation_spec
     ok = isinstance(obs, specs.Box) and len(obs.shape) == 1
-    check_config(config, "env", ok, f"flat Box observations for the MLPs; it has {obs!r}")
+    if images:  # DQN: uint8 frames [C, 84, 84] go through the Nature DQN network
+        ok = ok or (isinstance(obs, specs.Box) and obs.dtype == torch.uint8 and
+                    len(obs.shape) == 3 and tuple(obs.shape[1:]) == (84, 84))  # fmt: skip
+    want = "flat Box observations for the MLPs" + (" (or uint8 frames [C, 84, 84])" * images)
+    check_config(config, "env", ok, f"{want}; it has {obs!r}")
 
 
 def continuous_env(config: Any) -> envs.Env:
@@ -111,7 +115,8 @@ def continuous_env(config: Any) -> envs.Env:
 
 
 def discrete_env(config: Any) -> envs.Env:
-    """The pure env of ``config.env``, checked: flat Box observations, Discrete actions."""
+    """The env of ``config.env``, checked: flat Box observations (or uint8 frames [C, 84,
+    84]), Discrete actions."""
 
     def check(env: envs.Env) -> None:
         spec = env.action_spec
@@ -121,7 +126,7 @@ def discrete_env(config: Any) -> envs.Env:
             "CartPole-v1, Acrobot-v1, MountainCar-v0."
         )
         check_config(config, "env", isinstance(spec, specs.Discrete), want, fix)
-        _check_flat_obs(config, env)
+        _check_flat_obs(config, env, images=True)
 
     return core.make_env(config.env, check)
 
@@ -304,18 +309,27 @@ def make_update(
     steps_per_update = config.num_envs * config.num_steps
     sample = sample_uniform(config.batch_size) if sample is None else sample
 
-    def env_step(params: Any, explore: Tensor, carry: tuple) -> tuple[tuple, dict]:
-        env_state, obs, noise, key = carry
+    def act_step(params: Any, explore: Tensor, c: tuple) -> tuple[tuple, Tensor, dict]:
+        obs, noise, key = c
         key, k_act = split(key, 2)
         action, noise = act(params, obs, k_act, explore, noise)
-        env_state, ts = benv.step(env_state, action)
+        return (obs, noise, key), action, {"obs": obs, "action": action}
+
+    def observe_step(c: tuple, ts: Any) -> tuple[tuple, dict]:
+        _, noise, key = c
         done = ts.terminated | ts.truncated
         noise = tree.where(done, tree.map(torch.zeros_like, noise), noise)
-        out = {"obs": obs, "action": action, "reward": ts.reward, "next_obs": ts.obs,
-               "terminated": ts.terminated, "truncated": ts.truncated,
-               "episode_return": ts.info["episode_return"],
+        out = {"reward": ts.reward, "next_obs": ts.obs, "terminated": ts.terminated,
+               "truncated": ts.truncated, "episode_return": ts.info["episode_return"],
                "episode_length": ts.info["episode_length"]}  # fmt: skip
-        return (env_state, ts.info["next_obs"], noise, key), out
+        return (ts.info["next_obs"], noise, key), out
+
+    def env_step(params: Any, explore: Tensor, carry: tuple) -> tuple[tuple, dict]:
+        env_state, obs, noise, key = carry
+        c, action, record = act_step(params, explore, (obs, noise, key))
+        env_state, ts = benv.step(env_state, action)
+        (obs, noise, key), seen = observe_step(c, ts)
+        return (env_state, obs, noise, key), {**record, **seen}
 
     def add(buffer: Any, traj: dict) -> Any:
         return buffers.add(buffer, transitions(traj, n_step, config.gamma))
@@ -334,14 +348,23 @@ def make_update(
     def loop(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
         return core.scan(body, carry, xs)  # an int: 0..xs-1 on the carry's device
 
-    def update(state: TrainState) -> tuple[TrainState, dict[str, Tensor]]:
+    def begin(state: TrainState) -> tuple[tuple, tuple]:
         key, k_roll, k_learn = split(state.key, 3)
         explore = exploration(state.steps)
+        return (state.params, explore, k_learn, key), (state.obs, state.noise, k_roll)
+
+    def update(state: TrainState) -> tuple[TrainState, dict[str, Tensor]]:
+        ctx, (obs, noise, k_roll) = begin(state)
+        params, explore = ctx[0], ctx[1]
         # collect: num_steps steps of num_envs envs, into the replay buffer
-        carry = (state.env_state, state.obs, state.noise, k_roll)
-        params = state.params
+        carry = (state.env_state, obs, noise, k_roll)
         carry, traj = loop(lambda c, _: env_step(params, explore, c), carry, config.num_steps)
-        env_state, obs, noise, _ = carry
+        env_state, obs, noise, k_roll = carry
+        return finish(state.replace(env_state=env_state), ctx, (obs, noise, k_roll), traj)
+
+    def finish(state: TrainState, ctx: tuple, c: tuple, traj: dict) -> tuple[TrainState, dict]:
+        _, explore, k_learn, key = ctx
+        obs, noise, _ = c
         buffer = add(state.buffer, traj)
         steps = state.steps + steps_per_update
         learning = steps >= config.learning_starts
@@ -369,13 +392,20 @@ def make_update(
         if exploration_metric is not None:
             metrics[exploration_metric] = explore.float()
         new = TrainState(
-            params, target, opt_state, env_state, obs, noise, buffer, key, steps, count
+            params, target, opt_state, state.env_state, obs, noise, buffer, key, steps, count
         )
         return new, metrics
 
     update.in_place = True  # type: ignore[attr-defined]  # writes the replay storage in place
     update.learn = learn  # type: ignore[attr-defined]  # the gradient half, for train_host
     update.act = act  # type: ignore[attr-defined]  # acting with a noise state, for train_host
+    update.collect = core.Collect(  # type: ignore[attr-defined]  # for host envs
+        begin,
+        lambda ctx, c: act_step(ctx[0], ctx[1], c),
+        lambda ctx, c, ts: observe_step(c, ts),
+        finish,
+        config.num_steps,
+    )
     return update
 
 

@@ -38,16 +38,22 @@ from fxrl.algorithms.core import Algorithm, check_config
 from fxrl.nn import initializers as inits
 
 __all__ = [
+    "ATARI",
     "SWEEPABLE",
     "TUNED",
     "Config",
     "Parts",
     "TrainState",
+    "act_step",
     "advantages",
+    "collect",
     "init",
+    "learn",
     "make",
     "minibatch_step",
+    "nature_cnn",
     "network",
+    "observe_step",
     "parts",
     "policy",
     "rollout_step",
@@ -70,7 +76,7 @@ class Config:
     minibatches, lr 2.5e-4 annealed, clip 0.2, entropy 0.01, 500k steps).
     """
 
-    env: str = "CartPole-v1"  # a pure env id (fxrl.envs.registered())
+    env: str = "CartPole-v1"  # an env id: fxrl.envs.registered(), "gymnasium:<id>" or "ale:<Game>"
     # overrides of the env's default params, passed to fxrl.envs.make(env, **env_params):
     # (name, value) pairs or a dict, e.g. {"sticky_action_prob": 0.0} (CLI: --env-params
     # sticky_action_prob 0 minimal_action_set True)
@@ -96,7 +102,7 @@ class Config:
     normalize_advantages: bool = True  # per minibatch
 
     def __post_init__(self) -> None:
-        core.check_env_id(self)
+        core.check_env_id(self, host=True)
         _check_env_params(self)
         core.check_positive(
             self, "num_envs", "num_steps", "total_steps", "update_epochs", "num_minibatches"
@@ -116,9 +122,11 @@ class Config:
 
     @classmethod
     def tuned(cls, env: str = "CartPole-v1", **overrides: Any) -> Config:
-        """The settings fxrl's recorded runs use for ``env`` (``TUNED``), then
-        ``overrides``; envs without an entry get the defaults (PureJaxRL's CartPole)."""
-        return cls(env=env, **{**TUNED.get(env, {}), **overrides})
+        """The settings fxrl's recorded runs use for ``env`` (``TUNED``; every
+        ``"ale:<Game>"``: CleanRL's ``ppo_atari.py``, ``ATARI``), then ``overrides``; envs
+        without an entry get the defaults (PureJaxRL's CartPole)."""
+        tuned = ATARI if env.startswith("ale:") else TUNED.get(env, {})
+        return cls(env=env, **{**tuned, **overrides})
 
 
 def _check_env_params(config: Config) -> None:
@@ -152,6 +160,20 @@ _MINATAR = {
     "lr": 5e-3,
     "activation": "relu",
 }
+
+# CleanRL's ppo_atari.py: 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed,
+# clip 0.1, entropy 0.01, 10M frames (2.5M steps at 4 frames each); the Nature CNN follows
+# from the uint8 frames (nature_cnn).
+ATARI = {
+    "num_envs": 8,
+    "num_steps": 128,
+    "total_steps": 2_500_000,
+    "update_epochs": 4,
+    "num_minibatches": 4,
+    "lr": 2.5e-4,
+    "clip_eps": 0.1,
+}
+
 
 # Settings per env behind the recorded runs (docs/results); Config.tuned(env) applies them.
 TUNED: dict[str, dict[str, Any]] = {
@@ -224,6 +246,37 @@ def network(config: Config, obs_shape: tuple[int, ...], out_dim: int) -> nn.Mode
     return nn.Model(init, apply)
 
 
+def nature_cnn(obs_shape: tuple[int, ...], out_dim: int) -> nn.Model:
+    """CleanRL's ``ppo_atari.py`` network for uint8 frames ``[..., C, H, W]``: / 255, the
+    Nature CNN torso (conv 32x8x8 stride 4, 64x4x4 stride 2, 64x3x3 stride 1, dense 512,
+    ReLU; orthogonal sqrt 2) shared by an actor head (orthogonal 0.01) and a critic head
+    (orthogonal 1); zero biases. ``apply(net, x) -> (logits [..., out_dim], value [...])``."""
+    channels, height, width = obs_shape
+    w, b = inits.orthogonal(math.sqrt(2)), inits.zeros
+    torso = nn.convnet(channels, w_init=w, b_init=b)
+    fh, fw = nn.conv_output_size((height, width), (8, 4, 3), (4, 2, 1))
+    dense = nn.linear(64 * fh * fw, 512, w_init=w, b_init=b)
+    actor = nn.linear(512, out_dim, w_init=inits.orthogonal(0.01), b_init=b)
+    critic = nn.linear(512, 1, w_init=inits.orthogonal(1.0), b_init=b)
+
+    def init(key: Tensor) -> dict:
+        k_torso, k_dense, k_actor, k_critic = random.split(key, 4).unbind(-2)
+        return {"torso": torso.init(k_torso), "dense": dense.init(k_dense),
+                "actor": actor.init(k_actor), "critic": critic.init(k_critic)}  # fmt: skip
+
+    def apply(net: dict, x: Tensor) -> tuple[Tensor, Tensor]:
+        x = x.float() / 255.0 if x.dtype == torch.uint8 else x
+        h = torch.relu(dense.apply(net["dense"], torso.apply(net["torso"], x)))
+        return actor.apply(net["actor"], h), critic.apply(net["critic"], h).squeeze(-1)
+
+    return nn.Model(init, apply)
+
+
+def _is_image(spec: Any) -> bool:
+    """uint8 frames ``[C, H, W]`` (``ale:<Game>``'s stacked grey screens)."""
+    return isinstance(spec, specs.Box) and spec.dtype == torch.uint8 and len(spec.shape) == 3
+
+
 def _distribution(net: dict, head: Tensor, discrete: bool) -> Any:
     if discrete:
         return distributions.categorical(head)
@@ -261,7 +314,7 @@ class Parts:
 
 def parts(config: Config) -> Parts:
     """Build the env, network, normaliser and optimizer ``config`` asks for (checking that
-    the env's specs suit PPO's MLP)."""
+    the env's specs suit PPO's MLP, or for uint8 frames [C, H, W] its ``nature_cnn``)."""
     if not isinstance(config, Config):
         raise TypeError(f"ppo.make: expected a ppo.Config, got {type(config).__name__}.")
     env = core.make_env(config.env, **dict(config.env_params))
@@ -279,6 +332,12 @@ def parts(config: Config) -> Parts:
             "specs."
         )
     out_dim = action_spec.n if discrete else action_spec.shape[0]
+    image = _is_image(obs_spec)
+    if image and config.normalize_obs:
+        raise ValueError(
+            f"{where} uint8 frames {obs_spec!r}, which the CNN scales by 1/255 itself: "
+            "normalize_obs=False."
+        )
     batch_size = config.num_envs * config.num_steps
     grad_steps = config.update_epochs * config.num_minibatches
     num_updates = onpolicy.num_updates(config, batch_size)
@@ -287,7 +346,9 @@ def parts(config: Config) -> Parts:
         config=config,
         env=env,
         benv=envs.batch(env, config.num_envs),
-        net=network(config, tuple(obs_spec.shape), out_dim),
+        net=(nature_cnn if image else functools.partial(network, config))(
+            tuple(obs_spec.shape), out_dim
+        ),
         norm=transforms.observation_norm(running=True) if config.normalize_obs else None,
         discrete=discrete,
         opt=opt,
@@ -329,8 +390,31 @@ def policy(
 # ------------------------------------------------------------------------------ collect
 
 
+def act_step(p: Parts, net_params: dict, obs: Tensor, stats: Any, key: Tensor) -> tuple:
+    """The policy's half of a rollout step: ``(key, action, record)`` for observations
+    ``obs [num_envs, ...]``; the record holds ``obs`` as the network saw it, ``action``,
+    ``log_prob`` and ``value``."""
+    key, k_act = random.split(key).unbind(-2)
+    x = obs if p.norm is None else p.norm(obs, stats)
+    dist, value = p.forward(net_params, x)
+    action, logp = dist.sample_and_log_prob(k_act)
+    return key, action, {"obs": x, "action": action, "log_prob": logp, "value": value}
+
+
+def observe_step(p: Parts, stats: Any, ts: Any) -> tuple[Any, Tensor, dict]:
+    """The env's half: ``(stats, next_obs, record)`` from the step's TimeStep; the record
+    holds ``final_x`` (the reached observation, the final one where an episode ended,
+    preprocessed) and ``onpolicy.step_record``'s fields. Running stats update after."""
+    final = ts.obs if p.norm is None else p.norm(ts.obs, stats)
+    next_obs = ts.info["next_obs"]
+    if p.norm is not None:
+        stats = p.norm.update(stats, ts.replace(obs=next_obs))
+    return stats, next_obs, {"final_x": final, **onpolicy.step_record(ts)}
+
+
 def rollout_step(p: Parts, carry: tuple, _: Any = None) -> tuple[tuple, dict]:
-    """One step of the ``num_envs`` envs, as ``core.scan``'s body.
+    """One step of the ``num_envs`` envs, as ``core.scan``'s body: ``act_step``, the env's
+    step, ``observe_step``.
 
     Args:
       carry: ``(net_params, env_state, obs [num_envs, ...], obs_norm stats or (), key)``.
@@ -341,17 +425,10 @@ def rollout_step(p: Parts, carry: tuple, _: Any = None) -> tuple[tuple, dict]:
       ``onpolicy.step_record``'s fields. Running stats update after the step.
     """
     net_params, env_state, obs, stats, key = carry
-    key, k_act = random.split(key).unbind(-2)
-    x = obs if p.norm is None else p.norm(obs, stats)
-    dist, value = p.forward(net_params, x)
-    action, logp = dist.sample_and_log_prob(k_act)
+    key, action, record = act_step(p, net_params, obs, stats, key)
     env_state, ts = p.benv.step(env_state, action)
-    final = ts.obs if p.norm is None else p.norm(ts.obs, stats)
-    next_obs = ts.info["next_obs"]
-    if p.norm is not None:
-        stats = p.norm.update(stats, ts.replace(obs=next_obs))
-    record = {"obs": x, "action": action, "log_prob": logp, "value": value, "final_x": final}
-    return (net_params, env_state, next_obs, stats, key), {**record, **onpolicy.step_record(ts)}
+    stats, next_obs, seen = observe_step(p, stats, ts)
+    return (net_params, env_state, next_obs, stats, key), {**record, **seen}
 
 
 # ------------------------------------------------------------------------------ learn
@@ -390,11 +467,20 @@ def update(p: Parts, state: TrainState) -> tuple[TrainState, dict]:
     """One PPO iteration: collect ``num_envs x num_steps`` transitions, compute advantages,
     then ``update_epochs`` passes of ``num_minibatches`` shuffled minibatches (one loop
     over all of them). Pure; metrics per ``fxrl.algorithms.core``'s contract."""
-    config, params = p.config, state.params
+    params = state.params
     # collect
     carry = (params["net"], state.env_state, state.obs, params.get("obs_norm", ()), state.key)
     body = functools.partial(rollout_step, p)
-    (_, env_state, obs, stats, key), traj = core.scan(body, carry, config.num_steps)
+    (_, env_state, obs, stats, key), traj = core.scan(body, carry, p.config.num_steps)
+    return learn(p, state.replace(env_state=env_state), (obs, stats, key), traj)
+
+
+def learn(p: Parts, state: TrainState, carry: tuple, traj: dict) -> tuple[TrainState, dict]:
+    """The learning half of ``update`` on a collected trajectory ``traj`` [T, num_envs]:
+    advantages, the minibatch epochs, the report. ``carry``: ``(obs, obs_norm stats or
+    (), key)`` where the rollout ended; ``state.env_state`` is kept as given."""
+    config, params = p.config, state.params
+    obs, stats, key = carry
     batch = advantages(p, params["net"], traj)
     # learn
     key, index = onpolicy.shuffled_minibatches(
@@ -409,8 +495,32 @@ def update(p: Parts, state: TrainState) -> tuple[TrainState, dict]:
     episodes = onpolicy.episode_report(traj)
     metrics = onpolicy.update_metrics(episodes, losses, p.lr_at(state.updates), steps)
     new_params = {"net": net_params} if p.norm is None else {"net": net_params, "obs_norm": stats}
-    new = TrainState(new_params, opt_state, env_state, obs, key, steps, state.updates + 1)
+    new = TrainState(new_params, opt_state, state.env_state, obs, key, steps, state.updates + 1)
     return new, metrics
+
+
+def collect(p: Parts) -> core.Collect:
+    """``update`` cut at the env's step, for a host env stepped between the pieces
+    (``fxrl.algorithms.host``): the same functions, so the same numbers."""
+
+    def begin(state: TrainState) -> tuple[Any, tuple]:
+        params = state.params
+        return params["net"], (state.obs, params.get("obs_norm", ()), state.key)
+
+    def act(net_params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
+        obs, stats, key = c
+        key, action, record = act_step(p, net_params, obs, stats, key)
+        return (obs, stats, key), action, record
+
+    def observe(net_params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
+        _, stats, key = c
+        stats, next_obs, record = observe_step(p, stats, ts)
+        return (next_obs, stats, key), record
+
+    def finish(state: TrainState, net_params: dict, c: tuple, traj: dict) -> tuple:
+        return learn(p, state, c, traj)
+
+    return core.Collect(begin, act, observe, finish, p.config.num_steps)
 
 
 def make(config: Config) -> Algorithm:
@@ -423,6 +533,8 @@ def make(config: Config) -> Algorithm:
 
     def update_(state: TrainState) -> tuple[TrainState, dict]:
         return update(p, state)
+
+    update_.collect = collect(p)  # type: ignore[attr-defined]  # for host envs
 
     def policy_(params: dict, obs: Tensor, key: Tensor | None = None, mode: str = "mode") -> Tensor:
         return policy(p, params, obs, key, mode)

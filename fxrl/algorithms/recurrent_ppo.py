@@ -75,7 +75,7 @@ class Config:
     (PureJaxRL's ``ppo_rnn``: one layer each, ``(64,)``).
     """
 
-    env: str = "CartPole-v1"  # a pure env id (fxrl.envs.registered())
+    env: str = "CartPole-v1"  # an env id: fxrl.envs.registered(), "gymnasium:<id>" or "ale:<Game>"
     mask_velocity: bool = True  # observe only POSITIONS[env]: a partially observable task
     cell: str = "gru"  # "gru", "lstm", or "mlp" (feed-forward baseline, carry unused)
     rnn_hidden: int = 64  # width of the recurrent core (and its carry)
@@ -98,7 +98,7 @@ class Config:
     normalize_advantages: bool = True  # per minibatch
 
     def __post_init__(self) -> None:
-        core.check_env_id(self)
+        core.check_env_id(self, host=True)
         check_config(self, "cell", self.cell in CELLS, f"one of {', '.join(map(repr, CELLS))}")
         core.check_positive(
             self,
@@ -280,7 +280,7 @@ def make(config: Config) -> RecurrentAlgorithm:
         raise TypeError(
             f"recurrent_ppo.make: expected a recurrent_ppo.Config, got {type(config).__name__}."
         )
-    env = envs.make(config.env)
+    env = core.make_env(config.env)
     mask = transforms.select(POSITIONS[config.env]) if config.mask_velocity else None
     benv = envs.batch(env if mask is None else envs.transform(env, mask), config.num_envs)
     obs_spec, action_spec = benv.env.observation_spec, env.action_spec
@@ -328,24 +328,27 @@ def make(config: Config) -> RecurrentAlgorithm:
 
     # -------------------------------------------------------------------------- collect
 
-    def env_step(params: dict, c: tuple) -> tuple[tuple, dict]:
-        env_state, obs, carry, is_init, key = c
+    def act(params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
+        obs, carry, is_init, key = c
         key, k_act = onpolicy.split_key(key)
         head, value, carry = net.apply(params["net"], obs[None], carry, is_init[None])
         action, logp = _distribution(head[0]).sample_and_log_prob(k_act)
-        env_state, ts = benv.step(env_state, action)
+        record = {"obs": obs, "is_init": is_init, "action": action, "log_prob": logp,
+                  "value": value[0], "carry_after": carry}  # fmt: skip
+        return (obs, carry, is_init, key), action, record
+
+    def observe(params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
+        _, carry, _, key = c
         done = ts.terminated | ts.truncated
-        out = {
-            "obs": obs,
-            "is_init": is_init,
-            "action": action,
-            "log_prob": logp,
-            "value": value[0],
-            "final_obs": ts.obs,
-            "carry_after": carry,
-            **onpolicy.step_record(ts),
-        }
-        return (env_state, ts.info["next_obs"], carry, done, key), out
+        record = {"final_obs": ts.obs, **onpolicy.step_record(ts)}
+        return (ts.info["next_obs"], carry, done, key), record
+
+    def env_step(params: dict, c: tuple) -> tuple[tuple, dict]:
+        env_state, *rest = c
+        inner, action, record = act(params, tuple(rest))
+        env_state, ts = benv.step(env_state, action)
+        inner, seen = observe(params, inner, ts)
+        return (env_state, *inner), {**record, **seen}
 
     def prepare(params: dict, traj: dict) -> dict:
         # Bootstrap values: each step's reached observation (the final one where an episode
@@ -383,9 +386,11 @@ def make(config: Config) -> RecurrentAlgorithm:
         params = state.params
         # collect num_steps, from the carry and flags the last update ended with
         c = (state.env_state, state.obs, state.carry, state.is_init, state.key)
-        (env_state, obs, carry, is_init, key), traj = core.scan(
-            lambda c_, _: env_step(params, c_), c, t_len
-        )
+        (env_state, *inner), traj = core.scan(lambda c_, _: env_step(params, c_), c, t_len)
+        return finish(state.replace(env_state=env_state), params, tuple(inner), traj)
+
+    def finish(state: TrainState, params: dict, c: tuple, traj: dict) -> tuple:
+        obs, carry, is_init, key = c
         batch = prepare(params, traj)
 
         # learn: epochs x minibatches of whole env sequences (rows of ``index``), each
@@ -413,7 +418,7 @@ def make(config: Config) -> RecurrentAlgorithm:
         new = TrainState(
             {"net": net_params},
             opt_state,
-            env_state,
+            state.env_state,
             obs,
             carry,
             is_init,
@@ -422,6 +427,11 @@ def make(config: Config) -> RecurrentAlgorithm:
             state.updates + 1,
         )
         return new, metrics
+
+    def begin(state: TrainState) -> tuple[dict, tuple]:
+        return state.params, (state.obs, state.carry, state.is_init, state.key)
+
+    update.collect = core.Collect(begin, act, observe, finish, t_len)  # type: ignore[attr-defined]
 
     return RecurrentAlgorithm(init, update, policy, config, env, steps_per_update, initial_carry)
 

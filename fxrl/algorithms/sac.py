@@ -59,7 +59,7 @@ class Config:
     """SAC's settings. Defaults suit Pendulum-v1 (RL Zoo's SAC there: lr 1e-3, batch 256,
     2x256 ReLU nets, tau 0.005, one gradient step per env step; 20k steps)."""
 
-    env: str = "Pendulum-v1"  # a pure env id (fxrl.envs.registered()) with Box actions
+    env: str = "Pendulum-v1"  # an env id with Box actions (registered ones, "gymnasium:<id>")
     total_steps: int = 20_000  # env steps per seed for train()
     num_envs: int = 1  # envs stepped together per seed
     num_steps: int = 1  # steps per env per update
@@ -78,7 +78,7 @@ class Config:
     hidden: tuple[int, ...] = (256, 256)  # actor and critic hidden sizes (ReLU MLPs)
 
     def __post_init__(self) -> None:
-        core.check_env_id(self)
+        core.check_env_id(self, host=True)
         positive = ("total_steps", "num_envs", "num_steps", "gradient_steps", "buffer_size")
         core.check_positive(self, *positive, "batch_size")
         for f in ("actor_lr", "critic_lr", "alpha_lr", "alpha_init"):

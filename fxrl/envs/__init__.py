@@ -15,7 +15,10 @@ PointRobot-misc, each with ``sample_params(key)``). Wrappers:
 auto_reset, time_limit, batch, transform, episode_stats, checked. Atari: atari (ale-py,
 one game or its vector env), atari_screen (ale-py's own frame preprocessing as a
 transform, for exported policies).
-Out, as gymnasium / Stable-Baselines3 envs: to_gymnasium, to_sb3.
+Your own: ``register(id, factory, max_steps=...)`` (checked against the env contract), or
+an ``fxrl.envs`` entry point of an installed package; ``registered()`` lists every id.
+Out, as gymnasium / Stable-Baselines3 envs: to_gymnasium, to_sb3, and
+``gymnasium.make("fxrl/<id>")`` once ``fxrl.envs.to_gym`` is imported.
 """
 
 from fxrl.envs import minatar
@@ -28,7 +31,7 @@ from fxrl.envs.core import Env, TimeStep, Wrapper, WrapperState, params_as_tenso
 from fxrl.envs.host import HostEnv, HostState, gym
 from fxrl.envs.mountain_car import MountainCar
 from fxrl.envs.pendulum import Pendulum
-from fxrl.envs.registry import make, registered
+from fxrl.envs.registry import make, register, registered
 from fxrl.envs.wrappers import (
     AutoReset,
     Batch,
@@ -70,6 +73,7 @@ __all__ = [
     "make",
     "minatar",
     "params_as_tensors",
+    "register",
     "registered",
     "time_limit",
     "to_gymnasium",

@@ -170,6 +170,7 @@ def atari(
     full_action_space: bool = False,
     noop_reset: int = 0,
     episodic_life: bool = False,
+    fire_reset: bool = False,
     max_num_frames_per_episode: int | None = 108_000,
     obs_type: str = "rgb",
     auto_reset: bool = True,
@@ -194,6 +195,8 @@ def atari(
         the env's seeded generator.
       episodic_life: a lost life ends the episode (``terminated``); the game itself
         resets only when it is over.
+      fire_reset: ale-py's vector env only: press FIRE at each reset for games whose
+        action 1 is FIRE (Breakout's ball is served so), as CleanRL's ``FireResetEnv``.
       max_num_frames_per_episode: truncate after this many emulator frames.
       obs_type: "rgb" ([210, 160, 3] uint8), "grayscale" ([210, 160]) or "ram" ([128]).
       auto_reset: begin the next episode inside ``step`` (``info["next_obs"]``).
@@ -224,6 +227,13 @@ def atari(
         shown.append(f"noop_reset={noop_reset}")
     if episodic_life:
         shown.append("episodic_life=True")
+    if fire_reset and (num_envs is None or asynchronous):
+        raise ValueError(
+            f"fxrl.envs.atari({game!r}): fire_reset=True is ale-py's vector env's: give "
+            "num_envs (and no asynchronous)."
+        )
+    if fire_reset:
+        shown.append("fire_reset=True")
     if preprocess is not None and (num_envs is None or asynchronous):
         raise ValueError(
             f"fxrl.envs.atari({game!r}): preprocess={preprocess!r} is ale-py's vector env's "
@@ -244,7 +254,7 @@ def atari(
             max_num_frames_per_episode=max_num_frames_per_episode or 0,
             noop_max=noop_reset,
             episodic_life=episodic_life,
-            use_fire_reset=False,
+            use_fire_reset=fire_reset,
             reward_clipping=False,
         )
         if preprocess:

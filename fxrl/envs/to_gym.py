@@ -1,6 +1,7 @@
 """fxrl envs out, as gymnasium envs: ``to_gymnasium(env)`` for Stable-Baselines3, CleanRL...
 
     env = fxrl.envs.to_gymnasium(fxrl.envs.make("CartPole-v1"))          # gymnasium.Env
+    env = gymnasium.make("fxrl/CartPole-v1")      # every fxrl id, once this module is imported
     envs = fxrl.envs.to_gymnasium(fxrl.envs.batch(make("CartPole-v1"), 8))  # VectorEnv
     obs, info = envs.reset(seed=0)                 # numpy in and out (numpy=False: torch)
     obs, reward, terminated, truncated, info = envs.step(envs.action_space.sample())
@@ -14,6 +15,17 @@ ended, ``info["final_obs"]`` and ``info["final_info"]`` (with their ``_`` masks)
 the finished episode's last ones, as gymnasium 1.x's vector envs report them.
 ``NEXT_STEP`` (gymnasium's default) is emulated on request; envs that do not reset
 themselves are ``DISABLED`` (reset them with ``options={"reset_mask": mask}``).
+
+Importing this module registers every fxrl env id with gymnasium as ``"fxrl/<id>"``
+(those registered later too, ``fxrl.envs.register``'s included), so a CleanRL or SB3
+script names them like any gymnasium env: ``gymnasium.make("fxrl/CartPole-v1")``, or
+without importing fxrl first ``gymnasium.make("fxrl.envs.to_gym:fxrl/CartPole-v1")``
+(gymnasium's ``"module:id"``). ``gymnasium.make`` gives one env without fxrl's time limit
+or auto-reset: gymnasium adds its own ``TimeLimit`` (``max_episode_steps``: the fxrl
+id's limit), keyword arguments are env params (``length=1.0``) and
+``render_mode="rgb_array"`` draws with the env's pure ``render``. The same function is
+gymnasium's plugin entry point (``gymnasium.envs`` in pyproject.toml), which gymnasium
+0.26-0.29 loads by itself; gymnasium 1.x dropped plugin loading, hence the import.
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ from fxrl._optional import require
 from fxrl.envs import _adapters
 from fxrl.envs.core import Env
 
-__all__ = ["GymnasiumEnv", "GymnasiumVectorEnv", "to_gymnasium"]
+__all__ = ["GymnasiumEnv", "GymnasiumVectorEnv", "register_gymnasium_envs", "to_gymnasium"]
 
 if TYPE_CHECKING:
     import gymnasium
@@ -59,9 +71,22 @@ class GymnasiumEnv(gymnasium.Env):
     any gymnasium env.
     """
 
-    def __init__(self, env: Env, params: Any = None, numpy: bool = True, compile: Any = False):
+    def __init__(
+        self,
+        env: Env,
+        params: Any = None,
+        numpy: bool = True,
+        compile: Any = False,
+        render_mode: str | None = None,
+    ):
         self.env, self.params, self.numpy = env, params, numpy
-        self.metadata = {"render_modes": []}
+        self.metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(
+                f"to_gymnasium({env!r}): render_mode={render_mode!r}; fxrl envs draw "
+                "render_mode='rgb_array' frames (their pure render) or none (None)."
+            )
+        self.render_mode = render_mode
         self.observation_space = specs.to_gymnasium(env.observation_spec)
         self.action_space = specs.to_gymnasium(env.action_spec)
         self._step = _adapters.step_function(env, compile)
@@ -91,6 +116,15 @@ class GymnasiumEnv(gymnasium.Env):
             return ts.obs, ts.reward, ts.terminated, ts.truncated, _info(ts.info, False)
         info = _info(ts.info, True)
         return self._out(ts.obs), float(ts.reward), bool(ts.terminated), bool(ts.truncated), info
+
+    def render(self) -> Any:
+        """The env's picture of its state, uint8 [H, W, 3] (``render_mode="rgb_array"``)."""
+        if self.render_mode is None:
+            return None
+        if self._state is None:
+            raise RuntimeError(f"to_gymnasium({self.env!r}).render: call reset() first.")
+        with torch.no_grad():
+            return self.env.render(self._state).numpy()
 
     def _out(self, obs: Any) -> Any:
         return _adapters.to_numpy(obs) if self.numpy else obs
@@ -305,3 +339,44 @@ def to_gymnasium(
         f"to_gymnasium: {env!r} has batch shape {list(env.batch_shape)}; gymnasium takes one "
         "env or one batch dim [N]. Flatten the batch: fxrl.envs.batch(env, N) of a single env."
     )
+
+
+# ------------------------------------------------------------------------------ gymnasium.make
+
+
+GYMNASIUM_NAMESPACE = "fxrl"
+
+
+class _FxrlCreator:
+    """gymnasium's ``entry_point`` for ``"fxrl/<id>"``: one fxrl env without fxrl's time
+    limit and auto-reset (gymnasium's ``TimeLimit`` and the user's ``reset`` do those);
+    keyword arguments are env params. A class, so worker processes can pickle it."""
+
+    def __init__(self, env_id: str) -> None:
+        self.env_id = env_id
+
+    def __call__(self, render_mode: str | None = None, **params: Any) -> GymnasiumEnv:
+        from fxrl.envs.registry import make
+
+        env = make(self.env_id, max_steps=None, auto_reset=False, episode_stats=False, **params)
+        return GymnasiumEnv(env, render_mode=render_mode)
+
+
+def _register_one(env_id: str) -> None:
+    from fxrl.envs.registry import _lookup
+
+    _, _, limit = _lookup(env_id, "gymnasium.make")
+    gym_id = f"{GYMNASIUM_NAMESPACE}/{env_id}"
+    gymnasium.registry.pop(gym_id, None)  # registered again (fxrl.envs.register replaced it)
+    gymnasium.register(gym_id, entry_point=_FxrlCreator(env_id), max_episode_steps=limit)
+
+
+def register_gymnasium_envs() -> None:
+    """Register every fxrl env with gymnasium as ``"fxrl/<id>"`` (done on importing this
+    module; also gymnasium's plugin entry point). Ids registered with fxrl later follow."""
+    from fxrl.envs import registry
+
+    registry.on_register(_register_one)
+
+
+register_gymnasium_envs()

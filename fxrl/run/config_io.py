@@ -6,6 +6,7 @@ info = read_run_config(run_dir)        # dict; info["config"] is the Config data
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -21,6 +22,7 @@ import torch
 import fxrl
 from fxrl import algorithms, random
 from fxrl.algorithms.core import combinations
+from fxrl.envs import registry as envs_registry
 from fxrl.run.checkpoint import atomic_write
 
 __all__ = [
@@ -108,9 +110,13 @@ def write_run_config(
     ``{field: [values]}`` of a sweep run, ``num_seeds`` then counts seeds per combination;
     ``tasks``: a task run's drawn tasks, ``fxrl.run.tasks.draw``, ``num_seeds`` then counts
     seeds per task; ``device``: where it trains)."""
+    env_id = getattr(config, "env", None)
+    module = envs_registry.env_module(env_id) if isinstance(env_id, str) else None
     info = {
         "algorithm": algorithm,
         "config": config_to_json(config),
+        # the module that registers a user's env, imported again to read the run back
+        **({"env_module": module} if module else {}),
         "sweep": {k: [float(v) for v in vs] for k, vs in sweep.items()} if sweep else None,
         **({"tasks": tasks} if tasks else {}),
         "num_seeds": num_seeds,
@@ -155,6 +161,34 @@ def exactness_differences(recorded: dict[str, Any]) -> list[tuple[str, Any, Any]
     ]
 
 
+def _import_env_module(info: dict[str, Any]) -> None:
+    """Register the run's env in this process where config.json names the module that
+    registered it (a run trained on ``fxrl.envs.register``'s env from Python); if it cannot
+    be imported, the Config's own check says how to register the env."""
+    module = info.get("env_module")
+    env_id = (info.get("config") or {}).get("env")
+    if not module or not isinstance(env_id, str) or env_id in envs_registry.registered():
+        return
+    with contextlib.suppress(ValueError):
+        envs_registry.import_env_module(module, "config.json")
+
+
+def _check_env_registered(run_dir: str | Path, info: dict[str, Any]) -> None:
+    env_id = (info.get("config") or {}).get("env")
+    if not isinstance(env_id, str) or envs_registry.is_host_id(env_id) or ":" in env_id:
+        return  # host ids and "module:id" ids are the Config's to check
+    if env_id in envs_registry.registered():
+        return
+    where = f" (config.json's env_module {info['env_module']!r} did not register it)" if (
+        info.get("env_module")) else ""  # fmt: skip
+    raise ValueError(
+        f"{run_dir} was trained on env {env_id!r}, which is not registered in this process"
+        f"{where}: import the module that calls fxrl.envs.register({env_id!r}, ...) first, "
+        f"or install it with an 'fxrl.envs' entry point (a run trained with --env "
+        f"module:{env_id} imports its module by itself)."
+    )
+
+
 def read_run_config(run_dir: str | Path) -> dict[str, Any]:
     """``config.json`` of a run directory, with ``"config"`` rebuilt as the Config dataclass.
 
@@ -177,6 +211,8 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
             f"{path} is not valid JSON ({e}); restore it or start a new run."
         ) from None
     info["config_json"] = info["config"]
+    _import_env_module(info)
+    _check_env_registered(run_dir, info)
     info["config"] = config_from_json(algorithm_module(info["algorithm"]).Config, info["config"])
     info["sweep"] = info.get("sweep") or None
     info["seeds"] = info["num_seeds"]

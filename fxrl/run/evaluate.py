@@ -21,6 +21,7 @@ import torch
 from fxrl import envs, random, specs, tree
 from fxrl._optional import require
 from fxrl.algorithms.core import combination_names, params_device
+from fxrl.envs.registry import is_host_id
 from fxrl.run import checkpoint
 from fxrl.run.config_io import read_run_config
 
@@ -204,9 +205,13 @@ def evaluate_run(
         names = tasks.names(info)
         out["labels"] = {a: f"{names[a // info['seeds']]} seed {a % info['seeds']}"
                          for a in members}  # fmt: skip
-    if gymnasium:
-        out["gymnasium"] = {}
     env_id = info["config"].env
+    if is_host_id(env_id):  # played in the host env itself: gymnasium's, or ALE's
+        del out["pure"]
+        return _evaluate_host_run(run_dir, out, info, algo, state, members, episodes, seed)
+    if gymnasium:
+        _check_gymnasium_id(env_id)
+        out["gymnasium"] = {}
     for s in members:
         params = seed_params(state, s)
         key = random.fold_in(random.key(seed), s)
@@ -227,13 +232,81 @@ def evaluate_run(
     return out
 
 
+def _evaluate_host_run(
+    run_dir: str | Path,
+    out: dict[str, Any],
+    info: dict[str, Any],
+    algo: Any,
+    state: Any,
+    members: list[int],
+    episodes: int,
+    seed: int,
+) -> dict[str, Any]:
+    """A host run's greedy returns: ``out["gymnasium"]`` (episode ``i`` from
+    ``reset(seed=seed + i)`` in ``gymnasium.make(id)``) or ``out["ale"]`` (whole games,
+    unclipped, in the run's ALE settings)."""
+    env_id = info["config"].env
+    prefix, _, name = env_id.partition(":")
+    where = "ale" if prefix == "ale" else "gymnasium"
+    out[where] = {}
+    for s in members:
+        params = seed_params(state, s)
+        if where == "gymnasium":
+            out[where][s] = evaluate_gymnasium(torch_actor(algo, params), name, episodes, seed)
+        else:
+            key = random.fold_in(random.key(seed), s)
+            out[where][s] = evaluate_ale(algo, params, env_id, key, episodes)
+    (Path(run_dir) / "eval.json").write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+@torch.no_grad()
+def evaluate_ale(
+    algo: Any, params: Any, env_id: str, key: torch.Tensor, episodes: int, max_steps: int = 4500
+) -> list[float]:
+    """Greedy returns of ``episodes`` whole games (unclipped rewards, every life) of
+    ``env_id`` (``"ale:<Game>"``, the training settings: ``fxrl.algorithms.host``), played
+    side by side from ``key``; a game is cut after ``max_steps`` agent steps (18,000
+    frames: the five minutes of Machado et al. 2018's evaluation)."""
+    from fxrl.algorithms.host import make_env
+
+    env = make_env(env_id, episodes)
+    try:
+        state, ts = env.reset(key)
+        obs = ts.obs
+        total = torch.zeros(episodes, dtype=torch.float64)
+        over = torch.zeros(episodes, dtype=torch.bool)
+        for _ in range(max_steps):
+            state, ts = env.step(state, algo.policy(params, obs, mode="mode"))
+            total += torch.where(over, 0.0, ts.reward.double())
+            over |= ts.terminated | ts.truncated
+            obs = ts.info["next_obs"]
+            if bool(over.all()):
+                break
+    finally:
+        env.close()
+    return total.tolist()
+
+
+def _check_gymnasium_id(env_id: str) -> None:
+    """A one-line error unless gymnasium has an env of the run's id to play in."""
+    import gymnasium
+
+    if env_id not in gymnasium.registry:
+        raise ValueError(
+            f"eval --gymnasium: gymnasium has no env {env_id!r} (the run's env is fxrl's "
+            "own or a registered one, with no gymnasium original); evaluate in fxrl's env: "
+            "drop --gymnasium."
+        )
+
+
 def table(result: dict[str, Any]) -> str:
     """``evaluate_run``'s result as a text table: mean return per seed and where."""
-    where = [w for w in ("pure", "gymnasium") if w in result]
+    where = [w for w in ("pure", "gymnasium", "ale") if w in result]
     labels = {int(k): v for k, v in result.get("labels", {}).items()}
     width = max([4, *(len(v) for v in labels.values())])
     lines = [f"{'seed':<{width}}  " + "  ".join(f"{w:>10}" for w in where)]
-    for s in result["pure"]:
+    for s in result[where[0]]:
         vals = [sum(result[w][s]) / len(result[w][s]) for w in where]
         name = f"{labels[int(s)]:<{width}}" if labels else f"{s:>{width}}"
         lines.append(f"{name}  " + "  ".join(f"{v:10.1f}" for v in vals))

@@ -20,10 +20,11 @@ import torch
 
 from fxrl import envs, random, specs, tree
 from fxrl._optional import require
+from fxrl.envs.registry import is_host_id
 from fxrl.run.checkpoint import atomic_write, written_atomically
 from fxrl.run.evaluate import is_recurrent, load_run, seed_params
 
-__all__ = ["FORMATS", "export_run", "record_inputs"]
+__all__ = ["FORMATS", "export_run", "raw_screens", "record_inputs"]
 
 FORMATS = {"onnx": ".onnx", "pt2": ".pt2", "aoti": ".aoti.pt2"}
 # Calibration of an int8 export: CALIBRATION_ENVS episodes played side by side for
@@ -101,6 +102,25 @@ def _agreement(
     return {"frames": total, "max_abs_diff": worst}
 
 
+def raw_screens(batch: int, frames: int = 4) -> torch.Tensor:
+    """Zero raw ALE screens ``[batch, frames, 210, 160, 3]`` uint8 (an example input)."""
+    return torch.zeros(batch, frames, 210, 160, 3, dtype=torch.uint8)
+
+
+def _raw_screen_policy(policy: Any) -> Any:
+    """``policy`` of an ``ale:<Game>`` run taking the last 4 raw screens ``[..., 4, 210,
+    160, 3]`` uint8: ALE's grey 84x84 frames made inside (``atari_screen``, what the
+    training env's C++ preprocessing gives with ``maxpool=False``), then the policy."""
+    from fxrl.envs.atari_vector import atari_screen
+
+    screen = atari_screen()
+
+    def from_screens(params: Any, screens: torch.Tensor, key: Any = None, mode: str = "mode"):
+        return policy(params, screen(screens).squeeze(-3), key, mode=mode)
+
+    return from_screens
+
+
 def export_run(
     run_dir: str | Path,
     format: str = "onnx",
@@ -149,14 +169,25 @@ def export_run(
     seed = best_seed(meta) if seed is None else seed
     if not 0 <= seed < info["num_seeds"]:
         raise ValueError(f"export: --seed {seed} out of range; the run has {info['num_seeds']}.")
+    env_id = info["config"].env
+    if quantize is not None and is_host_id(env_id):
+        raise ValueError(
+            f"export: --quantize calibrates on frames played in the run's pure env; {env_id} "
+            "is a host env. Export it without --quantize."
+        )
     params = seed_params(state, seed)
+    policy = algo.policy
     inputs: tuple[Any, ...] = (algo.env.observation_spec.zeros((2,)),)
+    if env_id.startswith("ale:"):  # raw screens in: ALE's preprocessing inside the program
+        policy, inputs = _raw_screen_policy(algo.policy), (raw_screens(2),)
     if is_recurrent(algo):  # the carry and is_init go in, the next carry comes out
         inputs += (algo.initial_carry((2,)), torch.ones(2, dtype=torch.bool))
-    exported = export(algo.policy, params, *inputs, dynamic_batch=True)
+    exported = export(policy, params, *inputs, dynamic_batch=True)
     path = Path(out) if out is not None else run_dir / f"policy{FORMATS[format]}"
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"seed": seed, "checkpoint": checkpoint_name, "steps": meta["steps"], "format": format}
+    if env_id.startswith("ale:"):
+        record["input"] = "the last 4 raw screens [B, 4, 210, 160, 3] uint8, oldest first"
     # written beside `path` and renamed over it: a failed write (a full disk) leaves the
     # file there was as it was and raises WriteError
     with written_atomically(path) as tmp:

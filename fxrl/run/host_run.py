@@ -15,8 +15,9 @@ preprocessing inside, a dynamic batch dim); ``fxrl eval runs/pong --video pong.g
 records the same from that file in ONNX Runtime; ``fxrl eval runs/pong`` gives greedy
 returns of whole ALE episodes.
 
-``fxrl train`` trains pure envs only, so such a run is written by the Python that trained
-it (``examples/dqn_pong_video.py``). Its ``config.json`` names the algorithm, the host env
+Such a run is written by the Python that trained it (``examples/dqn_pong_video.py``); a run
+of ``fxrl train dqn --env ale:Pong`` (``fxrl.algorithms.host``) is an ordinary run
+directory instead. Its ``config.json`` names the algorithm, the host env
 (``ALE/<Game>-v5``) and what rebuilds the greedy policy as data: the network (a name from
 ``NETWORKS`` and its arguments) and the per-screen preprocessing (a list of
 ``[name, *args]`` from ``PREPROCESS``, applied first to last). The params are

@@ -93,6 +93,13 @@ def draw(env: Any, env_id: str, count: int, ranges: dict[str, Any] | None, seed:
 
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"--tasks must be a positive int, got {count!r}.")
+    if not (
+        dataclasses.is_dataclass(env.default_params) and dataclasses.fields(env.default_params)
+    ):
+        raise ValueError(
+            f"--tasks {count}: {env_id} has no env params to vary (a host env's settings are "
+            "gymnasium's or ALE's); task ensembles train on pure envs."
+        )
     key = random.fold_in(random.key(seed), TASK_STREAM)
     if ranges:
         check_ranges(env, ranges)

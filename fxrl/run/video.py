@@ -32,6 +32,7 @@ from fxrl import random, tree
 from fxrl._optional import require
 from fxrl.envs.core import Env, Wrapper
 from fxrl.envs.host import HostEnv
+from fxrl.envs.registry import is_host_id
 from fxrl.run.checkpoint import written_atomically
 
 __all__ = [
@@ -462,6 +463,72 @@ class onnx_policy:
         return torch.as_tensor(out[0] if self.batched else out)
 
 
+def _record_host(
+    algo: Any,
+    params: Any,
+    env_id: str,
+    path: Path,
+    key: Tensor | None,
+    episodes: int,
+    max_steps: int,
+    fps: int,
+) -> Recording:
+    """A host run's agent in its env: gymnasium's ``rgb_array`` frames (``gymnasium:``),
+    or ALE's raw screens, the policy fed the last 4 of them as the exported program is
+    (``ale:``, the training dynamics; an episode is a whole game)."""
+    from fxrl import envs
+
+    key = random.key(0) if key is None else key
+    prefix, _, name = env_id.partition(":")
+    if prefix == "gymnasium":
+        env = envs.gym(name, render_mode="rgb_array")
+        try:
+            return record(env, greedy_policy(algo, params), path, key=key, episodes=episodes,
+                          max_steps=max_steps, fps=fps)  # fmt: skip
+        finally:
+            env.close()
+    _check_counts(episodes, max_steps)
+    lengths, returns = [0] * episodes, [0.0] * episodes
+    frames = _ale_games(algo, params, env_id, key, episodes, max_steps, lengths, returns)
+    return Recording(None, lengths, returns, write_video(path, frames, fps))
+
+
+def _ale_games(
+    algo: Any,
+    params: Any,
+    env_id: str,
+    key: Tensor,
+    episodes: int,
+    max_steps: int,
+    lengths: list[int],
+    returns: list[float],
+) -> Iterator[np.ndarray]:
+    """Yield the raw screens of ``episodes`` greedy games (filling ``lengths``, ``returns``)."""
+    from fxrl.algorithms.host import make_env
+    from fxrl.run.export_run import _raw_screen_policy, raw_screens
+
+    policy = _raw_screen_policy(algo.policy)
+    env = make_env(env_id, 1, preprocess=None)  # raw screens, the training dynamics
+    try:
+        state, ts = env.reset(key)
+        screen, stack = ts.obs[0], raw_screens(1)
+        for game in range(episodes):
+            for _ in range(max_steps):
+                stack = torch.cat([stack[:, 1:], screen[None, None]], 1)  # oldest first
+                with torch.no_grad():
+                    action = policy(params, stack)
+                state, ts = env.step(state, action)
+                yield screen.numpy()
+                lengths[game] += 1
+                returns[game] += float(ts.reward[0])
+                screen = ts.info["next_obs"][0]
+                if bool(ts.terminated[0] | ts.truncated[0]):  # a new game: as ALE's, the
+                    stack = raw_screens(1)  # stack starts padded with zeros
+                    break
+    finally:
+        env.close()
+
+
 class _TaskEnv:
     """``env`` whose ``reset`` runs one task's params (a task run's agent); the rest is
     ``env``'s own."""
@@ -507,6 +574,12 @@ def record_run(
     seed = best_seed(meta) if seed is None else seed
     if not 0 <= seed < info["num_seeds"]:
         raise ValueError(f"video: seed {seed} out of range; the run has {info['num_seeds']}.")
+    env_id = getattr(info["config"], "env", "")
+    if is_host_id(env_id):  # the host env's own frames
+        rec = _record_host(algo, seed_params(state, seed), env_id, path, key, episodes,
+                           max_steps, fps)  # fmt: skip
+        rec.seed = seed
+        return rec
     policy = greedy_policy(algo, seed_params(state, seed))
     env = algo.env
     if info["tasks"]:  # a task run's agent plays its own task

@@ -24,12 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from fxrl import random, tree
-from fxrl.envs import Env, TimeStep, batch, checked
-from fxrl.envs.wrappers import CheckedState
+from fxrl.envs.core import Env, TimeStep
+from fxrl.envs.wrappers import CheckedState, batch, checked
 from fxrl.testing.checks import assert_trees_close, check_vmap
 from fxrl.testing.strategies import from_spec, keys
 
@@ -43,6 +43,8 @@ def check_env(
     max_steps: int = 8,
     random_reset: bool = True,
     auto_reset_steps: int = 1200,
+    derandomize: bool = False,
+    shrink: bool = True,
 ) -> None:
     """Check that ``env`` keeps the pure env contract; raise AssertionError if not.
 
@@ -53,10 +55,23 @@ def check_env(
       random_reset: whether different keys must give different first observations.
       auto_reset_steps: for an auto-resetting env, how many steps (of 16 envs with random
         actions) to run at most while waiting for episodes to end.
+      derandomize: draw the same examples on every call and keep no example database
+        (``fxrl.envs.register`` checks so: the same env gets the same verdict).
+      shrink: look for the simplest failing example (hypothesis's shrinking); ``False``
+        reports the first one found, sooner.
+    Raises:
+      AssertionError: ``"check_env: <property>: <what broke>"`` (an exception the env
+        raised while checked: its type and message), the property one of
+        "step is pure and inside the specs", "different keys give different resets",
+        "vmap equals a loop", "auto-reset starts fresh episodes".
     """
     if not isinstance(env, Env):
         raise TypeError(f"check_env: expected an fxrl env, got {type(env).__name__}.")
-    limit = {} if max_examples is None else {"max_examples": max_examples}
+    limit: dict[str, Any] = {} if max_examples is None else {"max_examples": max_examples}
+    if derandomize:
+        limit.update(derandomize=True, database=None)
+    if not shrink:
+        limit["phases"] = [p for p in Phase if p not in (Phase.shrink, Phase.explain)]
     actions = st.lists(from_spec(env.action_spec, env.batch_shape), min_size=1, max_size=max_steps)
 
     @settings(deadline=None, **limit)
@@ -102,12 +117,26 @@ def check_env(
         action = data.draw(from_spec(env.action_spec, (n, *env.batch_shape)), label="actions")
         check_vmap(env.step, states, action)
 
-    pure_and_inside_the_specs()
+    _named("step is pure and inside the specs", pure_and_inside_the_specs)
     if random_reset:
-        different_keys_give_different_resets()
-    vmap_equals_loop()
+        _named("different keys give different resets", different_keys_give_different_resets)
+    _named("vmap equals a loop", vmap_equals_loop)
     if env.auto_resets:
-        _check_auto_reset(env, auto_reset_steps)
+        fresh = lambda: _check_auto_reset(env, auto_reset_steps)
+        _named("auto-reset starts fresh episodes", fresh)
+
+
+def _named(name: str, check: Any) -> None:
+    """Run one property; its failure (a broken rule, or an error the env raised while it
+    was checked) is an AssertionError that says which property it was."""
+    try:
+        check()
+    except Exception as e:
+        what = str(e) if isinstance(e, AssertionError) else f"{type(e).__name__}: {e}"
+        named = AssertionError(f"check_env: {name}: {what}")
+        if hasattr(e, "__notes__"):  # hypothesis's falsifying example
+            named.__notes__ = list(e.__notes__)
+        raise named from (None if isinstance(e, AssertionError) else e)
 
 
 def _clone(x: Any) -> Any:
