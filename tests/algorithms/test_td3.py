@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from _offpolicy import LEARN, compiled_and_eager
+from _offpolicy import LEARN, compiled_and_eager, learn_and_judge
 
 from fxrl import buffers, nn, random, tree
 from fxrl.algorithms import core, td3
@@ -241,13 +241,20 @@ def test_train_host_carries_ou_noise_through_the_collector_and_restarts_it_each_
     assert torch.equal(state.noise.noise, torch.zeros(n, 1))  # the last step ended episodes
 
 
+@pytest.fixture(scope="module")
+def ou_program():
+    """``(algo, (init, update))``: LEARN with OU noise, two seeds, one compiled program
+    that the compiled-vs-eager test checks and the learning test trains through."""
+    algo = td3.make(td3.Config(**LEARN, noise_type="ou"))
+    return algo, core.batched(algo, 2, compile=True)
+
+
 @pytest.mark.slow  # compiles the whole update: ~45 s cold on a quiet 2-core machine
-def test_the_compiled_update_is_one_program_equal_to_the_eager_update_with_ou_noise():
+def test_the_compiled_update_is_one_program_equal_to_the_eager_update_with_ou_noise(ou_program):
     # two seeds vmapped, OU noise carried in the state: the whole update, delayed actor
     # steps and all, compiled as one program, against the same update run eagerly
-    update, (compiled, m_compiled), (eager, m_eager) = compiled_and_eager(
-        td3.make(td3.Config(**LEARN, noise_type="ou")), 2
-    )
+    algo, program = ou_program
+    update, (compiled, m_compiled), (eager, m_eager) = compiled_and_eager(algo, 2, program)
     assert len(update._programs) == 1  # one program: no staged pieces around it
     assert (compiled.gradient_steps == 16).all()
     assert_trees_close(compiled.params, eager.params, rtol=1e-4, atol=1e-5)
@@ -258,18 +265,17 @@ def test_the_compiled_update_is_one_program_equal_to_the_eager_update_with_ou_no
 
 
 @pytest.mark.slow
-def test_learns_pendulum_on_a_small_budget():
-    # 6400 env steps through the compiled update (4 envs x 2 steps, then 8 gradient
-    # steps, per update), 6000 gradient steps after 400 random steps: far from solved,
-    # but the greedy policy in gymnasium's Pendulum-v1 must beat the random policy's
-    # ~-1200 and the fresh actor's (the recorded runs in docs/results are the real
-    # learning claims)
-    algo = td3.make(td3.Config(**LEARN))
-    fresh = core.evaluate(algo, algo.init(random.key(0)).params, 5)
-    state, _ = core.train(algo, random.key(0))
-    returns = core.evaluate(algo, state.params, 5)
-    assert float(returns.mean()) > -900, (returns, fresh)
-    assert float(returns.mean()) > float(fresh.mean()) + 200, (returns, fresh)
+def test_learns_pendulum_on_a_small_budget(ou_program):
+    # two seeds with OU noise, 6400 env steps each through the compiled update above (4
+    # envs x 2 steps, then 8 gradient steps, per update), 6000 gradient steps after 400
+    # random steps: far from solved, but each seed's greedy policy in gymnasium's
+    # Pendulum-v1 must beat the random policy's ~-1200 and its own fresh actor's (the
+    # recorded runs in docs/results are the real learning claims)
+    algo, program = ou_program
+    fresh, returns = learn_and_judge(algo, program, 2)
+    for before, after in zip(fresh, returns, strict=True):
+        assert float(after.mean()) > -900, (returns, fresh)
+        assert float(after.mean()) > float(before.mean()) + 200, (returns, fresh)
 
 
 def test_train_host_takes_delayed_actor_steps_on_gymnasiums_pendulum():
