@@ -46,8 +46,9 @@ web-deps: $(NPM_STAMP)
 # A fresh inductor cache per run: the suite sees what a new machine sees (a test that only
 # passes on a warm cache fails here too); removed afterwards.
 test: lint web-deps
-	cache=$$(mktemp -d) && TORCHINDUCTOR_CACHE_DIR=$$cache $(PY) -m pytest -n 2 --dist loadfile --durations=30 \
-		$(PYTEST_ARGS); rc=$$?; rm -rf $$cache; exit $$rc
+	start=$$(date +%s); cache=$$(mktemp -d) && TORCHINDUCTOR_CACHE_DIR=$$cache $(PY) -m pytest -n 2 --dist loadfile --durations=30 \
+		$(PYTEST_ARGS); rc=$$?; rm -rf $$cache; \
+		echo "make test: pytest took $$(( $$(date +%s) - start )) s (exit status $$rc)"; exit $$rc
 
 bench: $(STAMP)
 	$(PY) bench/random_bench.py
