@@ -50,6 +50,7 @@ from torch import Tensor
 
 from fxrl import random, specs, tree
 from fxrl._errors import closest, unknown
+from fxrl._optional import require
 from fxrl.envs.core import Env, TimeStep
 from fxrl.envs.registry import is_host_id
 
@@ -95,8 +96,7 @@ def check_id(env_id: str) -> str:
             return ""
         shown = sorted("".join(w.capitalize() for w in g.split("_")) for g in found.values())
         return unknown(name, shown, "ALE game", where=f"{env_id!r}").rstrip(".")
-    import gymnasium
-
+    gymnasium = require("gymnasium", f"env {env_id!r}")
     _register_ale_ids()
     if name in gymnasium.registry:
         return ""
@@ -111,7 +111,7 @@ def check_id(env_id: str) -> str:
 def _register_ale_ids() -> None:
     """gymnasium's ``ALE/<Game>-v5`` ids exist once ale-py is imported (where installed)."""
     with contextlib.suppress(ImportError):
-        import ale_py  # noqa: F401
+        require("ale_py", "gymnasium's ALE/<Game>-v5 ids")
 
 
 def make_env(env_id: str, num_envs: int, **kwargs: Any) -> Any:

@@ -290,7 +290,7 @@ def evaluate_ale(
 
 def _check_gymnasium_id(env_id: str) -> None:
     """A one-line error unless gymnasium has an env of the run's id to play in."""
-    import gymnasium
+    gymnasium = require("gymnasium", "fxrl eval --gymnasium")
 
     if env_id not in gymnasium.registry:
         raise ValueError(
