@@ -28,6 +28,7 @@ import logging
 import re
 import shutil
 import sys
+import tempfile
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -160,7 +161,11 @@ class ExportedPolicy:
     def save(self, path: str | Path) -> Path:
         """Write the program and its naming metadata to ``path`` (``.pt2``)."""
         path = Path(path)
-        torch.export.save(self.program, path, extra_files={"fxrl.json": json.dumps(self.meta)})
+        # serialized in memory, then written as plain bytes: a failed write (a full disk)
+        # is the OSError that names its cause, not torch's zip writer's RuntimeError
+        buffer = io.BytesIO()
+        torch.export.save(self.program, buffer, extra_files={"fxrl.json": json.dumps(self.meta)})
+        path.write_bytes(buffer.getvalue())
         return path
 
 
@@ -643,11 +648,15 @@ def to_aoti(
     path = Path(path)
     configs["aot_inductor.metadata"] = {METADATA_KEY: json.dumps(exported.meta)}
     try:
-        # Grad mode off: inductor applies `freezing` only to inference graphs.
-        with torch.no_grad():
+        # Grad mode off: inductor applies `freezing` only to inference graphs. Packaged in a
+        # temporary folder, then copied: a failed write of `path` (a full disk) is the
+        # OSError that names its cause, not one from inside inductor's packager.
+        with torch.no_grad(), tempfile.TemporaryDirectory() as tmp:
+            package = Path(tmp) / "policy.pt2"
             torch._inductor.aoti_compile_and_package(
-                exported.program, package_path=str(path), inductor_configs=configs
+                exported.program, package_path=str(package), inductor_configs=configs
             )
+            shutil.copyfile(package, path)
     except Exception as e:
         if any(type(x).__name__ in ("InvalidCxxCompiler", "CppCompileError") for x in _chain(e)):
             raise RuntimeError(

@@ -357,3 +357,35 @@ def test_the_docs_live_cartpole_page_plays_what_torch_plays(browser, tmp_path):
     finally:
         page.close()
         srv.shutdown()
+
+
+def test_a_web_export_that_fails_to_write_leaves_the_site_there_was(sites, tmp_path):
+    """A real file-size limit (RLIMIT_FSIZE) for the exporting process: the policy fits,
+    onnxruntime-web's wasm does not. The site exported before stays whole and no staging
+    folder is left behind."""
+    import resource
+    import signal
+    import sys
+
+    run = next(iter(sites.values())).parents[1] / "runs" / "CartPole-v1"
+    site = tmp_path / "site"
+    shutil.copytree(sites["CartPole-v1"], site)
+    (site / "notes.txt").write_text("a file of the user's")
+    before = {f.name: f.read_bytes() for f in site.iterdir()}
+    wasm = (site / "ort-wasm-simd-threaded.wasm").stat().st_size
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (wasm // 2, resource.RLIM_INFINITY))
+
+    out = subprocess.run(
+        [sys.executable, "-m", "fxrl.cli", "export", str(run), "--format", "web",
+         "--out", str(site)],
+        capture_output=True, text=True, cwd=ROOT, timeout=600, preexec_fn=limit,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert out.returncode != 0, out.stdout + out.stderr
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert f"could not write {site}: File too large. site was left as it was." in out.stderr
+    assert {f.name: f.read_bytes() for f in site.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]

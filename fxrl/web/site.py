@@ -19,10 +19,12 @@ the one ``fxrl.envs.make(env_id, auto_reset=False, episode_stats=False)`` starts
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ import torch
 
 from fxrl import envs, random, specs
 from fxrl.export import _quiet
+from fxrl.run.checkpoint import WriteError
 from fxrl.run.config_io import read_run_config
 from fxrl.web.env_onnx import export_env
 
@@ -140,15 +143,17 @@ def export_site(
             "export --format web: recurrent policies (a carry between steps) are not "
             "supported by the web page yet; export a feed-forward run."
         )
-    out.mkdir(parents=True, exist_ok=True)
-    with _quiet("onnx_ir"):
-        policy = export_run(
-            run_dir, "onnx", out=out / "policy.onnx", checkpoint_name=checkpoint_name, seed=seed
-        )
-    record = json.loads(policy.with_name(policy.name + ".json").read_text())
-    policy.with_name(policy.name + ".json").unlink()
-    run = {"dir": run_dir.resolve().name, "algorithm": info["algorithm"]} | record
-    return write_site(policy, env_id, out, run=run)
+    with _staged(out) as stage:
+        with _quiet("onnx_ir"):
+            policy = export_run(
+                run_dir, "onnx", out=stage / "policy.onnx", checkpoint_name=checkpoint_name,
+                seed=seed,
+            )  # fmt: skip
+        record = json.loads(policy.with_name(policy.name + ".json").read_text())
+        policy.with_name(policy.name + ".json").unlink()
+        run = {"dir": run_dir.resolve().name, "algorithm": info["algorithm"]} | record
+        _write_site(policy, env_id, stage, run)
+    return out
 
 
 def write_site(
@@ -167,9 +172,16 @@ def write_site(
       ``out``.
     """
     env_id, out = _check_env(env_id), Path(out)
+    find_onnxruntime_web()
+    with _staged(out) as stage:
+        _write_site(Path(policy_onnx), env_id, stage, run)
+    return out
+
+
+def _write_site(policy_onnx: Path, env_id: str, out: Path, run: dict | None) -> None:
+    """Write the site's files into ``out`` (a staging folder)."""
     ort_dir = find_onnxruntime_web()
-    out.mkdir(parents=True, exist_ok=True)
-    if Path(policy_onnx).resolve() != (out / "policy.onnx").resolve():
+    if policy_onnx.resolve() != (out / "policy.onnx").resolve():
         shutil.copyfile(policy_onnx, out / "policy.onnx")
     env = envs.make(env_id, auto_reset=False, episode_stats=False)
     with _quiet("onnx_ir"):
@@ -186,14 +198,31 @@ def write_site(
     for f in STATIC.iterdir():
         if f.is_file():
             shutil.copyfile(f, out / f.name)
-    _write_atomic(out / "site.json", json.dumps(manifest, indent=1) + "\n")
-    return out
+    (out / "site.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+@contextlib.contextmanager
+def _staged(out: Path) -> Iterator[Path]:
+    """``with _staged(out) as stage:`` write the site into ``stage``, a new folder beside
+    ``out``; at the end each file is renamed into ``out`` (site.json last, so a page
+    never reads a manifest ahead of its files). A write that fails (a full disk, a
+    quota) leaves ``out`` as it was, removes ``stage`` and raises ``WriteError``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    except OSError as e:
+        raise WriteError(out, e) from e
+    try:
+        try:
+            yield stage
+        except OSError as e:
+            raise WriteError(out, e) from e
+        out.mkdir(exist_ok=True)
+        names = sorted((f.name for f in stage.iterdir()), key=lambda n: n == "site.json")
+        for name in names:
+            os.replace(stage / name, out / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 @torch.no_grad()

@@ -142,12 +142,14 @@ def test_a_metrics_write_that_fails_leaves_no_half_row_behind(stopped, runs):
     assert not leftovers(stopped, stopped / "checkpoints")
 
 
-def test_an_export_that_fails_leaves_the_policy_file_there_was(stopped):
-    policy = stopped / "policy.onnx"
+@pytest.mark.parametrize("fmt", ["onnx", "pt2"])
+def test_an_export_that_fails_leaves_the_policy_file_there_was(stopped, fmt):
+    policy = stopped / f"policy.{fmt}"
     policy.write_bytes(b"the policy an earlier export wrote")
     before = files(stopped)
-    err = one_line_error(fxrl(["export", stopped], limit=1024, expect=2), "export")
-    assert f"could not write {policy}: File too large. policy.onnx was left as it was." in err
+    args = ["export", stopped, "--format", fmt]
+    err = one_line_error(fxrl(args, limit=1024, expect=2), "export")
+    assert f"could not write {policy}: File too large. policy.{fmt} was left as it was." in err
     assert files(stopped) == before and not leftovers(stopped)
 
 
