@@ -50,6 +50,9 @@ from typing import Any
 
 import torch
 
+from fxrl import _cpp_loop_plan
+
+PLAN_LOOPS = True  # see fxrl._cpp_loop_plan
 PATCHED_TORCH = "2.13."  # the torch release whose inductor this patch was written for
 VERSION = 2  # in the FX graph cache key of the programs built with these fixes
 
@@ -98,9 +101,18 @@ def _codegen_while_loop(self: Any, while_loop: Any, stack_output: bool = False) 
         named.append(_Named(name))
     while_loop.additional_inputs = named
     try:
-        _saved["codegen_while_loop"](self, while_loop, stack_output)
+        if PLAN_LOOPS:
+            _cpp_loop_plan.codegen_while_loop(self, while_loop, stack_output)
+        else:
+            _saved["codegen_while_loop"](self, while_loop, stack_output)
     finally:
         while_loop.additional_inputs = extra
+
+
+def _run_wrapper_ir_passes(self: Any, is_inference: bool) -> None:
+    _saved["run_wrapper_ir_passes"](self, is_inference)
+    if PLAN_LOOPS:
+        _cpp_loop_plan.plan(self)
 
 
 def _generate_scatter_fallback(
@@ -126,6 +138,7 @@ _PATCHES = {
     "can_reuse": _can_reuse,
     "codegen_while_loop": _codegen_while_loop,
     "_generate_scatter_fallback": _generate_scatter_fallback,
+    "run_wrapper_ir_passes": _run_wrapper_ir_passes,
 }
 
 
@@ -148,7 +161,7 @@ def patched() -> Iterator[None]:
         _depth += 1
     # Programs built with the fixes get their own key in inductor's FX graph cache, so
     # one compiled without them (by an earlier fxrl or a plain torch) is never loaded.
-    tag = f"{torch.compiler.config.cache_key_tag}|fxrl_cpp_wrapper_patch={VERSION}"
+    tag = f"{torch.compiler.config.cache_key_tag}|fxrl_cpp_wrapper_patch={VERSION}|{PLAN_LOOPS}"
     try:
         with torch.compiler.config.patch(cache_key_tag=tag):
             yield
