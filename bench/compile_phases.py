@@ -213,12 +213,12 @@ def child(case: str, threads: int, updates: int, options: dict[str, Any]) -> dic
 
     fc._Program.__call__ = timed_call
     wall, phases.last, phases.cpu = time.perf_counter(), cpu_s(), {}
-    state, metrics = update(state)
+    state, _ = update(state)
     wall = time.perf_counter() - wall
     fc._Program.__call__ = call
     begin = time.process_time()  # os.times ticks are too coarse for one update
     for _ in range(updates):
-        state, metrics = update(state)
+        state, _ = update(state)
     steady = 1e3 * (time.process_time() - begin) / max(updates, 1)
     phases.cpu.pop("run", None)
     return {
@@ -226,7 +226,9 @@ def child(case: str, threads: int, updates: int, options: dict[str, Any]) -> dic
         "setup_cpu_s": round(setup, 2),
         "compile_cpu_s": round(sum(phases.cpu.values()), 2),
         "compile_wall_s": round(wall - sum(first_run), 2),
-        "phases_cpu_s": {k: round(v, 2) for k, v in sorted(phases.cpu.items(), key=lambda kv: -kv[1])},
+        "phases_cpu_s": {
+            k: round(v, 2) for k, v in sorted(phases.cpu.items(), key=lambda kv: -kv[1])
+        },
         "first_run_cpu_s": round(sum(first_run), 3),
         "steady_cpu_ms": round(steady, 2) if updates else None,
     }
@@ -237,8 +239,9 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--updates", type=int, default=5)
-    parser.add_argument("--options", default="{}",
-                        help="inductor options over fxrl.compile's defaults (JSON), to try a lever")  # fmt: skip
+    parser.add_argument(
+        "--options", default="{}", help="inductor options over fxrl.compile's defaults (JSON)"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -246,11 +249,11 @@ def main() -> None:
         print(json.dumps(child(args.child, args.threads, args.updates, options)), flush=True)
         return
     import torch
-
     from _common import cpu_model  # bench/_common.py
 
-    print(json.dumps({"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(),
-                      "cpus": os.cpu_count(), "options": json.loads(args.options)}), flush=True)  # fmt: skip
+    header = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(),
+              "cpus": os.cpu_count(), "options": json.loads(args.options)}  # fmt: skip
+    print(json.dumps(header), flush=True)
     for case in args.cases.split(","):
         with tempfile.TemporaryDirectory() as cache:
             for state in ("cold", "warm"):

@@ -105,13 +105,11 @@ def _classes() -> dict[str, type]:
         def codegen(self, code: Any) -> None:
             if self.mode == "keep":
                 return
-            if self.mode == "copy":  # a second handle to a double-buffered buffer
-                code.writeline(f"{self.outer}.reset();")
-                code.writeline("{ AtenTensorHandle fxrl_h;")
-                code.writeline(
-                    f"  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_new_tensor_handle({self.reference}, &fxrl_h));"
-                )
-                code.writeline(f"  {self.outer} = RAIIAtenTensorHandle(fxrl_h); }}")
+            if self.mode == "copy":  # a second handle (a double-buffered buffer, or an
+                # output handed on already: see fix 4 in fxrl._cpp_wrapper_patch)
+                from fxrl._cpp_wrapper_patch import write_new_handle
+
+                write_new_handle(code, self.outer, self.reference)
                 return
             if self.mode == "swap":
                 b = self.buffer
@@ -194,7 +192,8 @@ def codegen_while_loop(self: Any, while_loop: Any, stack_output: bool = False) -
     for inp, out_name in zip(outer_carried, carried_out, strict=True):
         self.writeline(f"AtenTensorHandle {out_name}_handle;")
         self.writeline(
-            f"AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_assign_tensors_out({inp}, &{out_name}_handle));"
+            "AOTI_TORCH_ERROR_CODE_CHECK("
+            f"aoti_torch_assign_tensors_out({inp}, &{out_name}_handle));"
         )
         self.writeline(f"RAIIAtenTensorHandle {out_name}({out_name}_handle);")
     outer_inputs = [*carried_out, *outer_extra]
@@ -384,6 +383,13 @@ def _plan_subgraph(wrapper: Any, lines: list, region: list[tuple[int, int]], sta
             out.mode, out.buffer = "swap", r
         elif kind == "input" and name in refs and by_outer.get(out.outer) == name:
             out.mode = "keep"
+    moved: dict[str, str] = {}  # an output moved into a carry: a second one is a new handle
+    for out in outputs:
+        if out.mode == "move" and not _is_shape(out.node):
+            if out.reference in moved:
+                out.mode, out.reference = "copy", moved[out.reference]
+            else:
+                moved[out.reference] = out.outer
     start.spares.update(r for r in hoisted if r in pingpong or r in direct)
     for j in own:
         if isinstance(lines[j], c["BodyEnd"]):
