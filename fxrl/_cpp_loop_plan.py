@@ -20,14 +20,21 @@ reuses which (``plan``, run after ``run_wrapper_ir_passes``):
   last and is read by nothing any more;
 - an input is a reference to the loop's own handle (``auto& <inner> = <outer>;``)
   instead of a new handle; its frees inside the body are dropped (the loop holds it
-  anyway), and a carried value the body passes through unchanged is left in place.
+  anyway), and a carried value the body passes through unchanged is left in place;
+- a buffer the outputs reach otherwise (a view of it, or it in two carried slots) is
+  double-buffered: two storages that change sides after every iteration;
+- an output handed to two carried slots is moved into the first and handed to the
+  second as a new handle to the same tensor (inductor's code moves it twice: fix 4 of
+  ``fxrl._cpp_wrapper_patch``).
 
-What is not provably private to one iteration keeps inductor's code: a buffer that an
-output of the loop body may alias other than as exactly one carried value (a view, two
-outputs, an output of an extern kernel that aliases its input), an input that is passed
-on to another carried slot or read by the condition's result, a buffer or input that
-some line moves from. Two outputs of one iteration never share storage with the next
-iteration's writes, so the values are those of inductor's own code (tested bit for bit).
+What is not provably private to one iteration keeps inductor's code (the plan declines
+it): every buffer of a body with an output of unknown aliasing (an extern kernel's
+output, say), the buffers that go to a carried slot whose input is passed on to another
+slot or viewed by an output, a buffer or input that some line moves from, a buffer of a
+dynamic shape or off the CPU. Storage that an output of one iteration holds is never
+written by the next, so the values are those of inductor's own code (bit for bit, on
+small loops of each shape above and on a PPO update: tests/test_cpp_loop_plan.py).
+``FXRL_CPP_LOOP_PLAN=0`` turns the plan off (``fxrl._cpp_wrapper_patch.plan_loops``).
 """
 
 from __future__ import annotations
