@@ -273,4 +273,5 @@ def test_a_planned_ppo_update_is_inductors_bit_for_bit():
     assert not any("_hoisted" in s for s in inductors_src)
     in_loops = [sum(x.count(ALLOC) for x in loops(s)) for s in (planned_src + inductors_src)]
     half = len(planned_src)
-    assert sum(in_loops[:half]) < sum(in_loops[half:])
+    # PPO's loops (rollout, permutations, gradient steps) allocate nothing once planned
+    assert sum(in_loops[:half]) == 0 < sum(in_loops[half:])
