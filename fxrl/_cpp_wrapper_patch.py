@@ -35,6 +35,16 @@ Python scalar from working:
    knows no ``True`` (nor ``inf``). Fix: the value goes through the wrapper's own
    ``val_to_arg_str`` (``1``; ``std::numeric_limits<double>::infinity()``).
 
+4. A loop body (or a ``cond`` branch) that returns one buffer as two of its outputs (a
+   carry ``(n, n)``) segfaults: ``codegen_subgraph_suffix`` writes ``out = std::move(n)``
+   for each, so the second output gets the handle the first one emptied. Fix: an output
+   already handed on is handed on again as a new handle to the same tensor.
+
+5. (speed, not a bug) Each iteration of the loop allocates every buffer of its body
+   afresh. ``fxrl._cpp_loop_plan`` writes the loop with its buffers allocated once; it
+   declines what it cannot prove private to one iteration (keeping inductor's code
+   there). ``FXRL_CPP_LOOP_PLAN=0`` turns it off.
+
 The fixes are applied only while ``fxrl.compile`` compiles with ``cpp_wrapper=True``,
 only on the C++ wrapper class, and only on torch 2.13 (the version read for them). On
 any other version ``patched()`` does nothing, so ``cpp_wrapper`` behaves as that
@@ -44,19 +54,35 @@ torch's own.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
+from fxrl import _cpp_loop_plan
+
+# fxrl._cpp_loop_plan on or off: FXRL_CPP_LOOP_PLAN=0 turns it off (inductor's own loop
+# code, for an A/B measurement or as a fallback); read when a compile enters patched()
+PLAN_ENV = "FXRL_CPP_LOOP_PLAN"
 PATCHED_TORCH = "2.13."  # the torch release whose inductor this patch was written for
-VERSION = 2  # in the FX graph cache key of the programs built with these fixes
+VERSION = 3  # in the FX graph cache key of the programs built with these fixes
 
 _lock = threading.Lock()
 _depth = 0
 _saved: dict[str, Any] = {}  # the methods patched over, as the class resolves them
 _own: dict[str, Any] = {}  # the class's own attributes (None: inherited)
+_plan = threading.local()  # .on: whether the compile running in this thread plans loops
+
+
+def plan_loops() -> bool:
+    """Whether loops are planned (``fxrl._cpp_loop_plan``): on unless the environment
+    variable ``FXRL_CPP_LOOP_PLAN`` is ``0``."""
+    value = os.environ.get(PLAN_ENV, "1").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"fxrl: {PLAN_ENV}={value!r}; expected 0 (off) or 1 (on)")
+    return value == "1"
 
 
 def applies() -> bool:
@@ -98,9 +124,46 @@ def _codegen_while_loop(self: Any, while_loop: Any, stack_output: bool = False) 
         named.append(_Named(name))
     while_loop.additional_inputs = named
     try:
-        _saved["codegen_while_loop"](self, while_loop, stack_output)
+        if getattr(_plan, "on", False):
+            _cpp_loop_plan.codegen_while_loop(self, while_loop, stack_output)
+        else:
+            _saved["codegen_while_loop"](self, while_loop, stack_output)
     finally:
         while_loop.additional_inputs = extra
+
+
+def _codegen_subgraph_suffix(
+    self: Any, subgraph: Any, outer_inputs: list[str], outer_outputs: list[str]
+) -> None:
+    from torch._inductor import ir
+
+    moved: dict[str, str] = {}  # inner reference -> the outer output it was moved into
+    for inner, outer in zip(subgraph.graph.graph_outputs, outer_outputs, strict=True):
+        src = inner.codegen_reference()
+        if isinstance(inner, ir.ShapeAsConstantBuffer):
+            self.writeline(f"{outer} = {src};")
+        elif src in moved:  # fix 4: the same buffer again, as a second handle
+            write_new_handle(self, outer, moved[src])
+        else:
+            self.writeline(f"{outer}.reset();")
+            self.writeline(f"{outer} = std::move({src});")
+            moved[src] = outer
+
+
+def write_new_handle(self: Any, target: str, source: str) -> None:
+    """``target = a new handle to source's tensor`` (``RAIIAtenTensorHandle`` has no copy)."""
+    self.writeline(f"{target}.reset();")
+    self.writeline("{ AtenTensorHandle fxrl_h;")
+    self.writeline(
+        f"  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_new_tensor_handle({source}, &fxrl_h));"
+    )
+    self.writeline(f"  {target} = RAIIAtenTensorHandle(fxrl_h); }}")
+
+
+def _run_wrapper_ir_passes(self: Any, is_inference: bool) -> None:
+    _saved["run_wrapper_ir_passes"](self, is_inference)
+    if getattr(_plan, "on", False):
+        _cpp_loop_plan.plan(self)
 
 
 def _generate_scatter_fallback(
@@ -126,6 +189,8 @@ _PATCHES = {
     "can_reuse": _can_reuse,
     "codegen_while_loop": _codegen_while_loop,
     "_generate_scatter_fallback": _generate_scatter_fallback,
+    "run_wrapper_ir_passes": _run_wrapper_ir_passes,
+    "codegen_subgraph_suffix": _codegen_subgraph_suffix,
 }
 
 
@@ -148,11 +213,16 @@ def patched() -> Iterator[None]:
         _depth += 1
     # Programs built with the fixes get their own key in inductor's FX graph cache, so
     # one compiled without them (by an earlier fxrl or a plain torch) is never loaded.
-    tag = f"{torch.compiler.config.cache_key_tag}|fxrl_cpp_wrapper_patch={VERSION}"
+    # The plan is in the key too: a program built with it and one built without are
+    # different programs (the same values, tested).
+    outer = getattr(_plan, "on", None)
+    _plan.on = plan_loops()
+    tag = f"{torch.compiler.config.cache_key_tag}|fxrl_cpp_wrapper_patch={VERSION}|{_plan.on}"
     try:
         with torch.compiler.config.patch(cache_key_tag=tag):
             yield
     finally:
+        _plan.on = outer
         with _lock:
             _depth -= 1
             if _depth == 0:
