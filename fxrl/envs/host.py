@@ -17,6 +17,7 @@ that says what to use instead.
 from __future__ import annotations
 
 import functools
+import pickle
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -507,10 +508,22 @@ def gym(
 
 
 class _Maker:
-    """A picklable ``lambda: gymnasium.make(id, **kwargs)`` for worker processes."""
+    """A picklable ``lambda: gymnasium.make(id, **kwargs)`` for worker processes.
+
+    It carries the id's ``EnvSpec`` where that pickles: a worker started by ``spawn`` or
+    ``forkserver`` (macOS's default; what importing TorchRL sets) is a fresh interpreter
+    whose gymnasium registry lacks the ids the user registered at run time."""
 
     def __init__(self, id: str, kwargs: dict[str, Any]) -> None:
         self.id, self.kwargs = id, kwargs
+        gymnasium = require("gymnasium", "fxrl.envs.gym")
+        try:
+            spec = gymnasium.spec(id)
+            pickle.dumps(spec)
+        except Exception:  # an unknown id fails in make, as before; an unpicklable entry
+            spec = None  # point is looked up by id (forked workers still find it)
+        self.spec = spec
 
     def __call__(self) -> Any:
-        return require("gymnasium", "fxrl.envs.gym").make(self.id, **self.kwargs)
+        gymnasium = require("gymnasium", "fxrl.envs.gym")
+        return gymnasium.make(self.id if self.spec is None else self.spec, **self.kwargs)
