@@ -3,6 +3,7 @@
 from fxrl import (
     algorithms,
     buffers,
+    compile,  # the module fxrl/compile.py, callable: fxrl.compile(fn) compiles fn
     distributions,
     envs,
     exploration,
@@ -17,7 +18,7 @@ from fxrl import (
     transforms,
     tree,
 )
-from fxrl.compile import compile, trace  # functions; the module fxrl.compile is shadowed
+from fxrl.compile import trace
 
 __all__ = [
     "algorithms",

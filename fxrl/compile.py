@@ -74,6 +74,7 @@ import torch
 from torch._C import _functorch
 
 from fxrl import tree
+from fxrl._callable_module import make_callable
 
 __all__ = [
     "DEFAULT_OPTIONS",
@@ -174,7 +175,7 @@ _MISSES = (
 def watch() -> Iterator[list[CompileRecord]]:
     """Collect a ``CompileRecord`` for each program ``fxrl.compile`` builds inside the block.
 
-        from fxrl.compile import watch         # the module (fxrl.compile is the function)
+        from fxrl.compile import watch         # or fxrl.compile.watch()
 
         with watch() as built:
             state, metrics = update(state)     # the first call compiles
@@ -660,3 +661,7 @@ def compile(fn: Callable[..., Any] | None = None, *, options: dict[str, Any] | N
     if not callable(fn):
         raise TypeError(f"fxrl.compile: expected a function, got {type(fn).__name__} {fn!r}.")
     return Compiled(fn, dict(options or {}))
+
+
+# ``fxrl.compile(fn)`` is this module called: the function above (see fxrl._callable_module)
+make_callable(__name__, compile)

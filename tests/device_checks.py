@@ -533,7 +533,7 @@ def _rollout(key: torch.Tensor) -> Any:
 def _collector(key: torch.Tensor) -> Any:
     env = envs.batch(envs.make("CartPole-v1"), 2)
     c = collector(env, _random_policy(env), t([1.0, 2.0]), key, 4, total_frames=8,
-                  init_random_frames=4)  # fmt: skip
+                  learning_starts=4)  # fmt: skip
     out = list(c)
 
     def with_state(params: Any, obs: Any, state: Any, is_init: torch.Tensor, key: torch.Tensor):

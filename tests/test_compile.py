@@ -128,9 +128,7 @@ def test_a_checked_env_compiles_and_still_rejects_a_wrong_action_shape():
 
 
 def test_the_program_cache_is_bounded_and_drops_the_least_recently_used(monkeypatch):
-    import sys
-
-    fc = sys.modules["fxrl.compile"]  # the module (fxrl.compile is the function)
+    fc = fxrl.compile  # the module (callable: fxrl.compile(fn) compiles fn)
     monkeypatch.setattr(fc, "MAX_PROGRAMS", 2)
     f = fc.compile(lambda x: x * 2 + 1)
     a, b, c = torch.ones(2), torch.ones(3), torch.ones(4)
