@@ -254,7 +254,7 @@ def _optim(key: torch.Tensor) -> Any:
         optim.adamw(1e-3, weight_decay=0.01),
         optim.rmsprop(1e-3, momentum=0.5, centered=True),
         optim.chain(optim.clip_by_global_norm(0.5), optim.adam(1e-3)),
-        core.adam(t(1e-3)),
+        optim.adam(t(1e-3)),
     ]:
         out += _optimizer_checks(opt)
     return out

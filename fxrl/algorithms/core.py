@@ -12,6 +12,11 @@ keys and TrainStates trains many agents in one call, and saving the TrainState i
 checkpoint needs. ``batched(algo, num_seeds)`` gives that vmapped (and compiled) pair;
 ``train`` runs it for the whole budget; ``evaluate`` plays a greedy policy in gymnasium.
 
+Hyperparameters are data: the numbers ``update`` reads of the Config only as values
+(learning rates, loss weights, discounts: ``algo.hyperparams``) are also an argument,
+``update(state, {"lr": tensor})``, the Config's own numbers standing for those not given.
+A sweep is ``vmap(algo.update)(states, {"lr": lrs})``: no Config holds a tensor.
+
 The metrics contract (every algorithm, one value per seed; the run loop in ``fxrl.run``
 logs exactly these without looking inside the state):
   ``steps``           [] int64   env steps taken so far by this seed, this iteration included
@@ -24,21 +29,19 @@ logs exactly these without looking inside the state):
 
 from __future__ import annotations
 
-import contextvars
-import copy
 import dataclasses
 import functools
 import itertools
 import math
-import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
-from fxrl import optim, random, tree
+from fxrl import random, tree
 from fxrl._errors import closest
 from fxrl._optional import require
 from fxrl.envs.core import Env
@@ -46,7 +49,6 @@ from fxrl.envs.core import Env
 __all__ = [
     "Algorithm",
     "Collect",
-    "adam",
     "batched",
     "check_config",
     "check_env_id",
@@ -57,14 +59,13 @@ __all__ = [
     "config_fields",
     "episode_metrics",
     "evaluate",
+    "hyperparams",
     "make_env",
     "params_device",
     "scan",
     "scan_vjp",
-    "sweepable",
     "train",
     "whole_training",
-    "with_numbers",
 ]
 
 
@@ -73,22 +74,25 @@ class Collect(NamedTuple):
     torch) can step between its pieces while the rest stays pure and compiled
     (``fxrl.algorithms.host``). With a pure env the update is these pieces in a scan:
 
-        ctx, c = begin(state)
+        hp = hyperparams(config, HYPERPARAMS, given)  # the update's hyperparameters
+        ctx, c = begin(hp, state)
         for t in range(num_steps):
-            c, action, record = act(ctx, c)
+            c, action, record = act(hp, ctx, c)
             env_state, ts = env.step(env_state, action)
-            c, seen = observe(ctx, c, ts)            # traj[t] = {**record, **seen}
-        state, metrics = finish(state, ctx, c, traj)    # traj: [num_steps, num_envs, ...]
+            c, seen = observe(hp, ctx, c, ts)        # traj[t] = {**record, **seen}
+        state, metrics = finish(hp, state, ctx, c, traj)  # traj: [num_steps, num_envs, ...]
 
-    ``ctx`` is what the rollout reads and does not change (the params); ``c`` what it
-    carries (observations, keys, a policy's state); ``finish`` learns and reports,
-    keeping ``state.env_state`` as it is given.
+    ``hp`` are the update's hyperparameters, passed to every piece as an argument (not
+    vmapped over: a host run is no sweep, and gives the Config's, ``algo.hyperparams``);
+    ``ctx`` is what the rollout reads and does not change (the params, tensors only);
+    ``c`` what it carries (observations, keys, a policy's state); ``finish`` learns and
+    reports, keeping ``state.env_state`` as it is given.
     """
 
-    begin: Callable[[Any], tuple[Any, Any]]
-    act: Callable[[Any, Any], tuple[Any, Any, dict]]
-    observe: Callable[[Any, Any, Any], tuple[Any, dict]]
-    finish: Callable[[Any, Any, Any, dict], tuple[Any, dict]]
+    begin: Callable[[Any, Any], tuple[Any, Any]]
+    act: Callable[[Any, Any, Any], tuple[Any, Any, dict]]
+    observe: Callable[[Any, Any, Any, Any], tuple[Any, dict]]
+    finish: Callable[[Any, Any, Any, Any, dict], tuple[Any, dict]]
     num_steps: int
 
 
@@ -97,13 +101,18 @@ class Algorithm(NamedTuple):
 
     Attributes:
       init: ``init(key [2]) -> TrainState``.
-      update: ``update(state) -> (state, metrics)``; pure; metrics per the module docstring.
+      update: ``update(state, hyperparams=None) -> (state, metrics)``; pure; metrics per
+        the module docstring. ``hyperparams``: ``{name: value}`` for some of
+        ``hyperparams``' names (tensors: a sweep's, batched under vmap), used instead of
+        the Config's numbers.
       policy: ``policy(params, obs, key=None, mode="mode") -> action``; exportable with
         ``fxrl.export`` (preprocessing included: it takes raw env observations).
       config: the Config the algorithm was made from.
       env: the pure env (one, unbatched, as ``fxrl.envs.make`` builds it) the agent acts
         in; evaluation and export take observation and action specs from it.
       steps_per_update: env steps one ``update`` takes per seed.
+      hyperparams: ``{field: the Config's value}``: the numbers ``update`` reads only as
+        values, which a sweep may vary (none: the update takes no ``hyperparams``).
     """
 
     init: Callable[..., Any]
@@ -112,6 +121,7 @@ class Algorithm(NamedTuple):
     config: Any
     env: Env
     steps_per_update: int
+    hyperparams: Mapping[str, float] = MappingProxyType({})
 
 
 # ------------------------------------------------------------------------------ configs
@@ -177,30 +187,55 @@ def check_positive(config: Any, *fields: str) -> None:
         check_config(config, f, ok, "a positive int")
 
 
-# ------------------------------------------------------------------------------ sweeps
+# ------------------------------------------------------------------------------ hyperparameters
 
 
-def sweepable(config: Any) -> tuple[str, ...]:
-    """The fields of ``config`` a sweep may vary: its algorithm module's ``SWEEPABLE``.
+def hyperparams(
+    config: Any, dtypes: Mapping[str, torch.dtype], given: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The numbers an ``update`` reads of ``config`` only as values, as it uses them.
 
-    They are the numbers that enter ``update`` only as values (learning rates, loss
-    weights, discounts, noise scales), which the algorithm reads without Python branches,
-    so a tensor of them can be vmapped over. Structural fields (sizes, counts, switches,
-    anything ``init`` reads) are not among them.
+    Args:
+      config: the algorithm's Config; its fields named in ``dtypes`` are the defaults.
+      dtypes: ``{field: dtype}``, the algorithm's ``HYPERPARAMS``: a tensor given for a
+        field is cast to its dtype, the one the Config's Python float is computed in
+        (float64 where it meets float64 math, such as PPO's annealed lr; float32 where it
+        meets float32 tensors). A float64 tensor cast here rounds as that float does.
+      given: ``{field: value}`` for some of them: tensors (a sweep's, one per agent under
+        vmap) or numbers.
+    Returns:
+      ``{field: value}`` for every field of ``dtypes``: the given one, else the Config's.
+    Raises:
+      ValueError: a given name that is not one of ``dtypes`` (one line, the closest name).
     """
-    module = sys.modules.get(type(config).__module__)
-    return tuple(getattr(module, "SWEEPABLE", ()))
+    out = {field: getattr(config, field) for field in dtypes}
+    for field, value in (given or {}).items():
+        if field not in dtypes:
+            close = closest(field, list(dtypes), cutoff=0.5)
+            guess = f" Did you mean {close!r}?" if close else ""
+            raise ValueError(
+                f"update: {field!r} is not a hyperparameter of {_config_name(config)}.{guess} "
+                f"Its hyperparameters: {', '.join(dtypes)}."
+            )
+        out[field] = value.to(dtypes[field]) if isinstance(value, Tensor) else value
+    return out
+
+
+# ------------------------------------------------------------------------------ sweeps
 
 
 def _config_name(config: Any) -> str:
     return f"{type(config).__module__.rsplit('.', 1)[-1]}.{type(config).__name__}"
 
 
-def check_sweep(config: Any, sweep: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, ...]]:
-    """``sweep`` checked against ``config``'s algorithm, values as floats.
+def check_sweep(
+    algo: Algorithm, sweep: Mapping[str, Sequence[float]]
+) -> dict[str, tuple[float, ...]]:
+    """``sweep`` checked against ``algo``'s hyperparameters, values as floats.
 
     Args:
-      config: the algorithm's Config (its swept fields' own values are not used).
+      algo: the algorithm (``make(config)``); its ``hyperparams`` are the fields a sweep may
+        vary (the Config's own values of them are not used).
       sweep: ``{field: [value, ...]}``, e.g. ``{"lr": [1e-4, 3e-4], "ent_coef": [0, 0.01]}``.
     Returns:
       ``{field: (float, ...)}`` in the order given.
@@ -209,11 +244,12 @@ def check_sweep(config: Any, sweep: Mapping[str, Sequence[float]]) -> dict[str, 
         and the list of those that can), a value that is not a number, a repeated value, or
         a combination that ``Config`` itself refuses (its own message).
     """
-    name, allowed = _config_name(config), sweepable(config)
+    config = algo.config
+    name, allowed = _config_name(config), tuple(algo.hyperparams)
     if not allowed:
         raise ValueError(
-            f"{name} has no sweepable fields: sweeps are supported for ppo, dqn, sac and td3 "
-            "(recurrent PPO and task ensembles: not yet). Train one run per setting instead."
+            f"{name} has no sweepable fields: its algorithm's update takes no hyperparameters "
+            "(algo.hyperparams is empty). Train one run per setting instead."
         )
     if not isinstance(sweep, Mapping) or not sweep:
         raise ValueError(f"sweep: expected {{field: [values]}} for {name}, got {sweep!r}.")
@@ -273,36 +309,11 @@ def combination_names(sweep: Mapping[str, Sequence[float]]) -> list[str]:
     return [",".join(f"{k}={_number(v)}" for k, v in c.items()) for c in combinations(sweep)]
 
 
-def with_numbers(config: Any, numbers: Mapping[str, Any]) -> Any:
-    """A copy of the frozen ``config`` with ``numbers`` (tensors: one agent's swept values,
-    batched under vmap) in place of its fields. ``Config.__post_init__``'s checks are not
-    run: they read values in Python, which a batched tensor has not; ``check_sweep`` ran
-    them on each combination's plain numbers."""
-    new = copy.copy(config)
-    for field, value in numbers.items():
-        object.__setattr__(new, field, value)
-    return new
-
-
-# Envs built before a sweep's trace, by id (see make_env); None outside a sweep.
-_BUILT_ENVS: contextvars.ContextVar[Mapping[str, Env] | None] = contextvars.ContextVar(
-    "fxrl_built_envs", default=None
-)
-
-
 def make_env(env_id: str, check: Callable[[Env], None] | None = None, **params: Any) -> Env:
     """``fxrl.envs.make(env_id, **params)`` then ``check(env)`` (an algorithm's checks that the env
-    suits it), as an algorithm's ``make`` calls it; inside a sweep's update, the env the
-    sweep built and checked once before tracing, returned as it is. A sweep runs ``make``
-    inside its vmapped (and compiled) update, where building or checking an env would
-    trace its constructor and checks (which read spec values in Python, impossible on a
-    trace's tensors), and would redo them on every eager update. Envs are pure and
-    immutable, so sharing one is the same computation. A host id (``"gymnasium:<id>"``,
+    suits it), as an algorithm's ``make`` calls it. A host id (``"gymnasium:<id>"``,
     ``"ale:<Game>"``) gives its stand-in, ``fxrl.algorithms.host.HostSpec``: the host env's
     specs; the host env itself steps between the pieces of the update."""
-    built = _BUILT_ENVS.get()
-    if built is not None and env_id in built:
-        return built[env_id]
     from fxrl import envs
     from fxrl.algorithms import host
 
@@ -318,19 +329,6 @@ def make_env(env_id: str, check: Callable[[Env], None] | None = None, **params: 
     if check is not None:
         check(env)
     return env
-
-
-def adam(learning_rate: Any, *, eps: float = 1e-8) -> optim.GradientTransformation:
-    """``optim.adam(learning_rate, eps=eps)``, also for a tensor learning rate (a swept
-    one, which ``optim.adam``'s Python check cannot read): the same chain and state."""
-    if not isinstance(learning_rate, Tensor):
-        return optim.adam(learning_rate, eps=eps)
-    # -lr * g in the update, nothing computed here (make runs outside a compiled trace)
-    step = optim.GradientTransformation(
-        lambda params: optim.EmptyState(),
-        lambda g, s, p=None: (tree.map(lambda x: -learning_rate * x, g), s),
-    )
-    return optim.chain(optim.scale_by_adam(eps=eps), step)
 
 
 # ------------------------------------------------------------------------------ metrics
@@ -477,9 +475,8 @@ def _lift(obj: Any, found: list[Tensor], seen: set[int], depth: int = 0) -> Any:
     tensor of the trace in progress is replaced by its index in ``found``; ``None`` where
     ``obj`` holds none. The rolled loop takes those tensors as extra inputs (torch's scan
     cannot capture another graph's tensors), and ``_build`` makes the body read them.
-    Looks through closures, nested functions, partials, pytrees and the fields of other
-    dataclasses (a Config holding a sweep's traced numbers); objects such as envs and
-    networks hold real constant tensors, which a loop may read as they are."""
+    Looks through closures, nested functions, partials and pytrees; objects such as envs
+    and networks hold real constant tensors, which a loop may read as they are."""
     if depth > 16 or id(obj) in seen:
         return None
     if isinstance(obj, Tensor):
@@ -508,13 +505,8 @@ def _lift(obj: Any, found: list[Tensor], seen: set[int], depth: int = 0) -> Any:
         dataclasses.is_dataclass(obj) and not isinstance(obj, type)
     ):
         leaves = tree.leaves(obj)
-        if len(leaves) == 1 and leaves[0] is obj:
-            # a dataclass that is no pytree node (a frozen Config, whose swept fields are
-            # tensors of the trace under a sweep): look at its fields
-            fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-            parts_by_name = {k: _lift(v, found, seen, depth + 1) for k, v in fields.items()}
-            changed = {k: p for k, p in parts_by_name.items() if p is not None}
-            return ("fields", obj, changed) if changed else None
+        if len(leaves) == 1 and leaves[0] is obj:  # a dataclass that is no pytree node
+            return None
         parts = [_lift(v, found, seen, depth + 1) for v in leaves]
         if any(p is not None for p in parts):
             return ("tree", tree.structure(obj), leaves, parts)
@@ -543,11 +535,6 @@ def _build(obj: Any, template: Any, values: list[Tensor]) -> Any:
         func, *args = (_build(v, t, values) for v, t in zip((p.func, *p.args), parts, strict=True))
         keywords = {k: _build(v, kw[k], values) for k, v in p.keywords.items()}
         return functools.partial(func, *args, **keywords)
-    if kind == "fields":
-        new_obj = copy.copy(template[1])  # frozen: set the fields as __init__ would
-        for name, t in template[2].items():
-            object.__setattr__(new_obj, name, _build(getattr(template[1], name), t, values))
-        return new_obj
     spec, leaves, parts = template[1], template[2], template[3]
     return tree.unflatten(spec, [_build(v, t, values) for v, t in zip(leaves, parts, strict=True)])
 
@@ -660,16 +647,14 @@ def batched(
     the values (``combinations``) x ``num_seeds`` seeds as one vmapped update over
     ``C * num_seeds`` agents (a leading dim, also for one agent): agent ``c * num_seeds +
     s`` is seed ``s`` (the key a run without the sweep gives seed ``s``) of combination
-    ``c``. The swept fields (``sweepable(config)``) become tensors that the update is
-    vmapped over: inside it the algorithm is built by ``make(with_numbers(config,
-    values))``, as PureJaxRL vmaps its ``make_train`` over learning rates. A Python float
-    takes the dtype of the tensor it acts on; the tensors reproduce that: float32, except
-    the fields the module lists in ``SWEEP_FLOAT64`` (those that meet float64 math, such
-    as PPO's annealed lr, and otherwise only tensors with dims, which cast them to
-    float32 as they would a Python float). ``compile=True`` compiles the whole vmapped
-    sweep update as one ``fxrl.compile`` program (loops rolled, ``make`` traced with the
-    env built once before, see ``make_env``); ``compile=False`` runs it eager; a
-    ``torch.compile`` backend name is refused.
+    ``c``. The swept fields (some of ``algo.hyperparams``) are tensors of one value per
+    agent, passed to ``vmap(algo.update)(states, values)``: PureJaxRL's way, numbers as
+    arguments vmapped over. They are float64, which each update casts to the dtype its
+    Config's float is computed in (``hyperparams``), so every agent computes what a run
+    of its own Config computes. ``compile=True`` compiles the whole vmapped sweep update
+    as one ``fxrl.compile`` program (loops rolled; the values are its inputs, not
+    constants baked in); ``compile=False`` runs it eager; a ``torch.compile`` backend
+    name is refused.
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"batched: num_seeds must be a positive int, got {num_seeds!r}.")
@@ -699,14 +684,11 @@ def batched(
 def _swept(
     algo: Algorithm, num_seeds: int, compile: bool | str, sweep: Mapping[str, Sequence[float]]
 ) -> tuple[Callable[[Tensor], Any], Callable[[Any], tuple[Any, dict]]]:
-    config = algo.config
-    module = sys.modules[type(config).__module__]
-    combos = combinations(check_sweep(config, sweep))
-    wide = getattr(module, "SWEEP_FLOAT64", ())
-    numbers = {
+    combos = combinations(check_sweep(algo, sweep))
+    values = {
         f: torch.tensor(
             [c[f] for c in combos for _ in range(num_seeds)],
-            dtype=torch.float64 if f in wide else torch.float32,
+            dtype=torch.float64,  # the update casts each to its dtype, as a float rounds
             device="cpu",  # moved to the agents' device by each update (on_device)
         )
         for f in combos[0]
@@ -716,42 +698,24 @@ def _swept(
         keys = key.unsqueeze(0) if num_seeds == 1 else random.split(key, num_seeds)
         return _contiguous(torch.func.vmap(algo.init)(keys.repeat(len(combos), 1)))
 
-    env_id = getattr(config, "env", None)
-    # made and checked for this config by make(config) (the algo passed in): shared
-    built = {env_id: algo.env} if isinstance(env_id, str) else {}
-
-    def one(values: dict, state: Any) -> tuple[Any, dict]:
-        token = _BUILT_ENVS.set(built)
-        try:
-            return module.make(with_numbers(config, values)).update(state)
-        finally:
-            _BUILT_ENVS.reset(token)
-
-    def all_agents(values: dict, state: Any) -> tuple[Any, dict]:
-        return torch.func.vmap(one)(values, state)
-
-    def on_device(state: Any) -> dict:  # the numbers go where the agents are
+    def on_device(state: Any) -> dict:  # the values go where the agents are
         device = _device_of(state)
-        return {k: v.to(device) for k, v in numbers.items()}
+        return {k: v.to(device) for k, v in values.items()}
 
+    all_agents = torch.func.vmap(algo.update)
     if compile is True:
         from fxrl.compile import compile as fxrl_compile
 
-        # the numbers are an input (not constants baked in): one program per sweep shape
-        program = fxrl_compile(all_agents)
-
-        def update(state: Any) -> tuple[Any, dict]:
-            return program(on_device(state), state)
-
-        return init, update
-    if compile:
+        # the values are an input (not constants baked in): one program per sweep shape
+        all_agents = fxrl_compile(all_agents)
+    elif compile:
         raise ValueError(
             f"batched: a sweep compiles with compile=True (fxrl.compile), not with the "
             f"torch.compile backend {compile!r}. Pass compile=True, or compile=False (eager)."
         )
 
     def update(state: Any) -> tuple[Any, dict]:
-        return all_agents(on_device(state), state)
+        return all_agents(state, on_device(state))
 
     return init, update
 

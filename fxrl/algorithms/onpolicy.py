@@ -12,8 +12,9 @@ The rollout step and the network are the algorithm's own (a feed-forward policy 
 lives here: GAE over a time-major trajectory, the epochs of shuffled minibatch indices,
 the gradient step on the clipped objective, the linearly annealed learning rate with the
 optimizer it drives, the record of one env step, and the metrics one update reports.
-Every function reads the PPO Config fields it names (``gamma``, ``gae_lambda``, ``lr``,
-``clip_eps``...), which a sweep may make tensors.
+The numbers (``lr``, ``gamma``, ``gae_lambda``, ``clip_eps``...) come as ``hp``, the
+update's hyperparameters (``HYPERPARAMS``: a sweep's tensors or the Config's floats);
+the switches (``anneal_lr``, ``clip_value``...) from the Config.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from fxrl.algorithms import core
 from fxrl.envs.core import TimeStep
 
 __all__ = [
+    "HYPERPARAMS",
     "advantages",
     "annealed_lr",
     "check_config",
@@ -42,6 +44,20 @@ __all__ = [
     "step_record",
     "update_metrics",
 ]
+
+
+# What PPO's and recurrent PPO's updates read of their Config only as numbers
+# (``core.hyperparams``), with the dtype each is computed in: the annealed lr meets float64
+# math (the schedule), the others float32 tensors.
+HYPERPARAMS = {
+    "lr": torch.float64,
+    "gamma": torch.float32,
+    "gae_lambda": torch.float32,
+    "clip_eps": torch.float32,
+    "ent_coef": torch.float32,
+    "vf_coef": torch.float32,
+    "max_grad_norm": torch.float32,
+}
 
 
 def check_config(config: Any) -> None:
@@ -75,25 +91,27 @@ def annealed_lr(lr: float | Tensor, grad_steps: int, updates: int) -> Callable[[
 
 
 def make_optimizer(
-    config: Any, grad_steps: int, updates: int
+    config: Any, hp: dict, grad_steps: int, updates: int
 ) -> tuple[optim.GradientTransformation, Callable[[Tensor], Tensor]]:
-    """PPO's optimizer: global-norm clipping (``max_grad_norm``), then Adam (eps 1e-5) at
-    ``lr``, annealed linearly to 0 over ``updates`` updates when ``anneal_lr``.
+    """PPO's optimizer: global-norm clipping (``hp["max_grad_norm"]``), then Adam (eps
+    1e-5) at ``hp["lr"]``, annealed linearly to 0 over ``updates`` updates when
+    ``config.anneal_lr``.
 
     Returns:
       ``(opt, lr_at)``: ``lr_at(updates_done [] int64) -> [] float32``, the learning rate
       the update after ``updates_done`` updates uses (the reported ``lr`` metric).
     """
-    schedule = annealed_lr(config.lr, grad_steps, updates)
+    lr = hp["lr"]
+    schedule = annealed_lr(lr, grad_steps, updates)
     opt = optim.chain(
-        optim.clip_by_global_norm(config.max_grad_norm),
-        core.adam(schedule if config.anneal_lr else config.lr, eps=1e-5),
+        optim.clip_by_global_norm(hp["max_grad_norm"]),
+        optim.adam(schedule if config.anneal_lr else lr, eps=1e-5),
     )
 
     def lr_at(updates_done: Tensor) -> Tensor:
         if config.anneal_lr:
             return schedule(updates_done * grad_steps).float()
-        return torch.as_tensor(config.lr, dtype=torch.float32, device=updates_done.device)
+        return torch.as_tensor(lr, dtype=torch.float32, device=updates_done.device)
 
     return opt, lr_at
 
@@ -123,8 +141,8 @@ def step_record(ts: TimeStep) -> dict[str, Tensor]:
 # ------------------------------------------------------------------------------ learn
 
 
-def advantages(traj: dict, next_value: Tensor, config: Any) -> tuple[Tensor, Tensor]:
-    """GAE (``config.gamma``, ``config.gae_lambda``) over a time-major trajectory.
+def advantages(traj: dict, next_value: Tensor, hp: dict) -> tuple[Tensor, Tensor]:
+    """GAE (``hp["gamma"]``, ``hp["gae_lambda"]``) over a time-major trajectory.
 
     Args:
       traj: ``reward``, ``value``, ``terminated``, ``truncated`` [T, *B].
@@ -139,8 +157,8 @@ def advantages(traj: dict, next_value: Tensor, config: Any) -> tuple[Tensor, Ten
         next_value,
         traj["terminated"],
         traj["truncated"],
-        gamma=config.gamma,
-        lmbda=config.gae_lambda,
+        gamma=hp["gamma"],
+        lmbda=hp["gae_lambda"],
     )
 
 
@@ -164,20 +182,24 @@ def shuffled_minibatches(
 
 
 def clipped_loss(
-    forward: Callable[[Any, Tensor], tuple[Any, Tensor]], params: Any, minibatch: dict, config: Any
+    forward: Callable[[Any, Tensor], tuple[Any, Tensor]],
+    params: Any,
+    minibatch: dict,
+    config: Any,
+    hp: dict,
 ) -> tuple[Tensor, dict]:
-    """``objectives.ppo_loss`` with the Config's ``clip_eps``, ``vf_coef``, ``ent_coef``,
-    ``clip_value`` (clipped around the rollout's values by ``clip_eps``) and
+    """``objectives.ppo_loss`` with ``hp``'s ``clip_eps``, ``vf_coef``, ``ent_coef`` and the
+    Config's ``clip_value`` (clipped around the rollout's values by ``clip_eps``) and
     ``normalize_advantages``; ``forward(params, obs) -> (distribution, value)``."""
     return objectives.ppo_loss(
         forward,
         None,
         params,
         minibatch,
-        clip_eps=config.clip_eps,
-        vf_coef=config.vf_coef,
-        ent_coef=config.ent_coef,
-        clip_value=config.clip_eps if config.clip_value else None,
+        clip_eps=hp["clip_eps"],
+        vf_coef=hp["vf_coef"],
+        ent_coef=hp["ent_coef"],
+        clip_value=hp["clip_eps"] if config.clip_value else None,
         normalize_advantage=config.normalize_advantages,
     )
 

@@ -44,6 +44,7 @@ from fxrl.nn import initializers as inits
 
 __all__ = [
     "CELLS",
+    "HYPERPARAMS",
     "POSITIONS",
     "Config",
     "RecurrentAlgorithm",
@@ -54,6 +55,10 @@ __all__ = [
 ]
 
 CELLS = ("gru", "lstm", "mlp")
+
+# Config fields the update reads only as numbers, with their dtypes (``update(state,
+# hyperparams)``; a sweep vmaps over them): PPO's.
+HYPERPARAMS = onpolicy.HYPERPARAMS
 
 # Observation entries that are not velocities, per env: what mask_velocity keeps.
 POSITIONS: dict[str, tuple[int, ...]] = {
@@ -176,6 +181,7 @@ class RecurrentAlgorithm(NamedTuple):
     config: Config
     env: Any
     steps_per_update: int
+    hyperparams: Any
     initial_carry: Any
 
 
@@ -294,7 +300,9 @@ def make(config: Config) -> RecurrentAlgorithm:
     steps_per_update = n * t_len
     grad_steps = config.update_epochs * config.num_minibatches
     num_updates = onpolicy.num_updates(config, steps_per_update)
-    opt, lr_at = onpolicy.make_optimizer(config, grad_steps, num_updates)
+
+    def optimizer(hp: dict) -> tuple[optim.GradientTransformation, Any]:
+        return onpolicy.make_optimizer(config, hp, grad_steps, num_updates)
 
     def initial_carry(
         batch_shape: tuple[int, ...] = (), device: torch.device | str | None = None
@@ -323,12 +331,12 @@ def make(config: Config) -> RecurrentAlgorithm:
         carry = initial_carry((n,), key.device)
         is_init = torch.ones(n, dtype=torch.bool, device=key.device)
         zero = torch.zeros((), dtype=torch.int64, device=key.device)
-        opt_state = opt.init(params["net"])
+        opt_state = optimizer(core.hyperparams(config, HYPERPARAMS))[0].init(params["net"])
         return TrainState(params, opt_state, env_state, ts.obs, carry, is_init, k_state, zero, zero)
 
     # -------------------------------------------------------------------------- collect
 
-    def act(params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
+    def act(hp: dict, params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
         obs, carry, is_init, key = c
         key, k_act = onpolicy.split_key(key)
         head, value, carry = net.apply(params["net"], obs[None], carry, is_init[None])
@@ -337,34 +345,34 @@ def make(config: Config) -> RecurrentAlgorithm:
                   "value": value[0], "carry_after": carry}  # fmt: skip
         return (obs, carry, is_init, key), action, record
 
-    def observe(params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
+    def observe(hp: dict, params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
         _, carry, _, key = c
         done = ts.terminated | ts.truncated
         record = {"final_obs": ts.obs, **onpolicy.step_record(ts)}
         return (ts.info["next_obs"], carry, done, key), record
 
-    def env_step(params: dict, c: tuple) -> tuple[tuple, dict]:
+    def env_step(hp: dict, params: dict, c: tuple) -> tuple[tuple, dict]:
         env_state, *rest = c
-        inner, action, record = act(params, tuple(rest))
+        inner, action, record = act(hp, params, tuple(rest))
         env_state, ts = benv.step(env_state, action)
-        inner, seen = observe(params, inner, ts)
+        inner, seen = observe(hp, params, inner, ts)
         return (env_state, *inner), {**record, **seen}
 
-    def prepare(params: dict, traj: dict) -> dict:
+    def prepare(params: dict, hp: dict, traj: dict) -> dict:
         # Bootstrap values: each step's reached observation (the final one where an episode
         # ended) seen with the carry after that step, all T*N at once as one-step sequences.
         flat = lambda v: v.flatten(0, 1)[None]
         carry_after = tree.map(lambda v: v.flatten(0, 1), traj["carry_after"])
         no_reset = torch.zeros_like(flat(traj["is_init"]))
         _, next_value, _ = net.apply(params["net"], flat(traj["final_obs"]), carry_after, no_reset)
-        advantage, target = onpolicy.advantages(traj, next_value[0].reshape(t_len, n), config)
+        advantage, target = onpolicy.advantages(traj, next_value[0].reshape(t_len, n), hp)
         batch = {k: traj[k] for k in ("obs", "is_init", "action", "log_prob", "value")}
         batch["advantage"], batch["value_target"] = advantage, target
         return batch
 
     # -------------------------------------------------------------------------- learn
 
-    def loss_and_grads(p: dict, seq: dict, carry: Any) -> tuple[dict, dict]:
+    def loss_and_grads(p: dict, hp: dict, seq: dict, carry: Any) -> tuple[dict, dict]:
         """The clipped PPO loss's gradient on sequences ``seq`` [T, envs] re-run from their
         starting ``carry``: forward through the embedding (every step at once), the core
         (a loop over the sequence) and the heads; backward through them in reverse, the
@@ -373,7 +381,7 @@ def make(config: Config) -> RecurrentAlgorithm:
         ys, core_vjp = net.core_vjp(p["core"], carry, e, seq["is_init"])
 
         def heads_loss(heads_p: dict, ys_: Tensor) -> tuple[Tensor, dict]:
-            return onpolicy.clipped_loss(net.heads, heads_p, {**seq, "obs": ys_}, config)
+            return onpolicy.clipped_loss(net.heads, heads_p, {**seq, "obs": ys_}, config, hp)
 
         heads_p = {"actor": p["actor"], "critic": p["critic"]}
         grad_heads = torch.func.grad(heads_loss, argnums=(0, 1), has_aux=True)
@@ -382,16 +390,17 @@ def make(config: Config) -> RecurrentAlgorithm:
         (g_embed,) = embed_vjp(d_e)
         return {"embed": g_embed, "core": g_core, **g_heads}, metrics
 
-    def update(state: TrainState) -> tuple[TrainState, dict]:
-        params = state.params
+    def update(state: TrainState, hyperparams: dict | None = None) -> tuple[TrainState, dict]:
+        hp, params = core.hyperparams(config, HYPERPARAMS, hyperparams), state.params
         # collect num_steps, from the carry and flags the last update ended with
         c = (state.env_state, state.obs, state.carry, state.is_init, state.key)
-        (env_state, *inner), traj = core.scan(lambda c_, _: env_step(params, c_), c, t_len)
-        return finish(state.replace(env_state=env_state), params, tuple(inner), traj)
+        (env_state, *inner), traj = core.scan(lambda c_, _: env_step(hp, params, c_), c, t_len)
+        return finish(hp, state.replace(env_state=env_state), params, tuple(inner), traj)
 
-    def finish(state: TrainState, params: dict, c: tuple, traj: dict) -> tuple:
+    def finish(hp: dict, state: TrainState, params: dict, c: tuple, traj: dict) -> tuple:
         obs, carry, is_init, key = c
-        batch = prepare(params, traj)
+        opt, lr_at = optimizer(hp)
+        batch = prepare(params, hp, traj)
 
         # learn: epochs x minibatches of whole env sequences (rows of ``index``), each
         # re-run through the core from the carry it started the rollout with
@@ -403,7 +412,7 @@ def make(config: Config) -> RecurrentAlgorithm:
             net_params, opt_state = c
             seq = tree.map(lambda v: v[:, rows], batch)
             start = tree.map(lambda v: v[rows], state.carry)
-            grads, metrics = loss_and_grads(net_params, seq, start)
+            grads, metrics = loss_and_grads(net_params, hp, seq, start)
             updates, opt_state = opt.update(grads, opt_state, net_params)
             return (optim.apply_updates(net_params, updates), opt_state), metrics
 
@@ -428,12 +437,15 @@ def make(config: Config) -> RecurrentAlgorithm:
         )
         return new, metrics
 
-    def begin(state: TrainState) -> tuple[dict, tuple]:
+    def begin(hp: dict, state: TrainState) -> tuple[dict, tuple]:
         return state.params, (state.obs, state.carry, state.is_init, state.key)
 
     update.collect = core.Collect(begin, act, observe, finish, t_len)  # type: ignore[attr-defined]
 
-    return RecurrentAlgorithm(init, update, policy, config, env, steps_per_update, initial_carry)
+    hyperparams = {f: getattr(config, f) for f in HYPERPARAMS}
+    return RecurrentAlgorithm(
+        init, update, policy, config, env, steps_per_update, hyperparams, initial_carry
+    )
 
 
 # ------------------------------------------------------------------------------ evaluate
