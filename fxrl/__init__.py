@@ -13,6 +13,7 @@ from fxrl import (
     optim,
     random,
     rollout,
+    scan,  # the module fxrl/scan.py, callable: fxrl.scan(body, carry, xs) runs the loop
     schedules,
     specs,
     transforms,
@@ -33,6 +34,7 @@ __all__ = [
     "optim",
     "random",
     "rollout",
+    "scan",
     "schedules",
     "specs",
     "trace",

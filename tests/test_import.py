@@ -41,3 +41,20 @@ def test_fxrl_compile_is_the_module_and_calling_it_compiles_whatever_was_importe
     )
     for first in ("import fxrl", "import fxrl.compile", "from fxrl.compile import compile"):
         subprocess.run([sys.executable, "-c", f"{first}; {checks}"], check=True)
+
+
+def test_fxrl_scan_is_the_module_and_calling_it_runs_the_loop_whatever_was_imported_first():
+    # fxrl.scan(body, carry, xs) is the public call (jax.lax.scan's shape); the module holds
+    # it and scan_vjp, beside fxrl.compile
+    checks = (
+        "import torch; import fxrl.scan; import fxrl; "
+        "assert fxrl.scan.scan and fxrl.scan.scan_vjp; "
+        "c, ys = fxrl.scan(lambda c, x: (c + x, {'c': c + x}), torch.zeros(()), torch.ones(4)); "
+        "assert float(c) == 4.0 and ys['c'].tolist() == [1.0, 2.0, 3.0, 4.0]; "
+        "import inspect; assert list(inspect.signature(fxrl.scan).parameters) == "
+        "['body', 'carry', 'xs']; "
+        "from fxrl import scan; assert scan is fxrl.scan; "
+        "from fxrl.scan import scan as s; assert s is fxrl.scan.scan"
+    )
+    for first in ("import fxrl", "import fxrl.scan", "from fxrl.scan import scan"):
+        subprocess.run([sys.executable, "-c", f"{first}; {checks}"], check=True)

@@ -14,7 +14,7 @@ gradient steps. This file holds DQN's own pieces (the Config, the Q-net, epsilon
 ``act``, the gradient step); the collect / store / sample / learn / report loop around
 them, with its warm-up before ``learning_starts``, is
 ``fxrl.algorithms.offpolicy.make_update``, shared with SAC and TD3. The loops are
-``core.scan`` (compiled as one program, each body traced once), except the gradient
+``fxrl.scan`` (compiled as one program, each body traced once), except the gradient
 steps of prioritized replay, whose priorities are written in place (a Python loop).
 
 The replay storage is written in place (DESIGN's one exception to purity): after

@@ -38,6 +38,7 @@ from torch import Tensor
 from fxrl import buffers, envs, nn, objectives, optim, random, specs, tree
 from fxrl.algorithms import core
 from fxrl.algorithms.core import Algorithm, check_config
+from fxrl.scan import scan
 
 __all__ = [
     "TRANSITION_FIELDS",
@@ -306,7 +307,7 @@ def make_update(
       prioritized: the replay is prioritized: ``learn``'s metric ``"priority"``
         [batch_size] is written into the buffer at the sampled ``batch["index"]``
         (learning or not) and not reported; the gradient steps are then a Python loop
-        (the next sample reads the priorities just written), not a ``core.scan``.
+        (the next sample reads the priorities just written), not a ``fxrl.scan``.
       exploration_metric: report ``explore`` under this name (DQN: ``"epsilon"``).
     Returns:
       ``update(state, hyperparams=None) -> (state, metrics)`` with ``update.learn`` and
@@ -354,7 +355,7 @@ def make_update(
         return out
 
     def loop(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
-        return core.scan(body, carry, xs)  # an int: 0..xs-1 on the carry's device
+        return scan(body, carry, xs)  # an int: 0..xs-1 on the carry's device
 
     def begin(hp: dict, state: TrainState) -> tuple[tuple, tuple]:
         key, k_roll, k_learn = split(state.key, 3)

@@ -2,10 +2,10 @@
 
 An on-policy update is three stages, each a pure function of tensors:
 
-    carry, traj = core.scan(rollout_step, carry, num_steps)     # collect [T, num_envs, ...]
+    carry, traj = scan(rollout_step, carry, num_steps)     # collect [T, num_envs, ...]
     advantage, target = advantages(traj, next_value, config)    # GAE over the trajectory
     key, index = shuffled_minibatches(key, epochs, batch, num_minibatches)
-    (params, opt_state), losses = core.scan(step, (params, opt_state), index)
+    (params, opt_state), losses = scan(step, (params, opt_state), index)
 
 The rollout step and the network are the algorithm's own (a feed-forward policy in
 ``ppo``, a recurrent core with its carry in ``recurrent_ppo``); what is the same in both
@@ -28,6 +28,7 @@ from torch import Tensor
 from fxrl import objectives, optim, random
 from fxrl.algorithms import core
 from fxrl.envs.core import TimeStep
+from fxrl.scan import scan
 
 __all__ = [
     "HYPERPARAMS",
@@ -177,7 +178,7 @@ def shuffled_minibatches(
         k, k_perm = random.split(k).unbind(-2)
         return k, random.permutation(k_perm, batch_size)
 
-    key, perms = core.scan(permutation, key, epochs)
+    key, perms = scan(permutation, key, epochs)
     return key, perms.reshape(epochs * num_minibatches, batch_size // num_minibatches)
 
 

@@ -9,8 +9,8 @@ global-norm gradient clipping and a linearly annealed Adam learning rate.
     state = algo.init(key)
     state, metrics = algo.update(state)          # collect num_envs x num_steps, then learn
 
-One ``update`` = a rollout (``core.scan`` over ``num_steps``), GAE, and
-``update_epochs`` x ``num_minibatches`` gradient steps (``core.scan`` again), so under
+One ``update`` = a rollout (``fxrl.scan`` over ``num_steps``), GAE, and
+``update_epochs`` x ``num_minibatches`` gradient steps (``fxrl.scan`` again), so under
 ``torch.compile`` each loop body is traced once, whatever the budget.
 
 The file reads top to bottom: ``Config``, ``network``, ``Parts`` (what ``make`` builds
@@ -37,6 +37,7 @@ from fxrl.algorithms import core, onpolicy
 from fxrl.algorithms.core import Algorithm, check_config
 from fxrl.envs.registry import is_host_id
 from fxrl.nn import initializers as inits
+from fxrl.scan import scan
 
 __all__ = [
     "ATARI",
@@ -420,7 +421,7 @@ def observe_step(p: Parts, stats: Any, ts: Any) -> tuple[Any, Tensor, dict]:
 
 
 def rollout_step(p: Parts, carry: tuple, _: Any = None) -> tuple[tuple, dict]:
-    """One step of the ``num_envs`` envs, as ``core.scan``'s body: ``act_step``, the env's
+    """One step of the ``num_envs`` envs, as ``fxrl.scan``'s body: ``act_step``, the env's
     step, ``observe_step``.
 
     Args:
@@ -453,7 +454,7 @@ def advantages(p: Parts, hp: dict, net_params: dict, traj: dict) -> dict:
 
 
 def minibatch_step(p: Parts, hp: dict, opt: Any, carry: tuple, index: Tensor) -> tuple[tuple, dict]:
-    """One ``opt`` step on the clipped objective over ``batch[index]``, as ``core.scan``'s
+    """One ``opt`` step on the clipped objective over ``batch[index]``, as ``fxrl.scan``'s
     body. ``carry``: ``(net_params, opt_state, batch)``; returns the loss's metrics."""
     net_params, opt_state, batch = carry
     minibatch = tree.map(lambda v: v[index], batch)
@@ -481,7 +482,7 @@ def update(p: Parts, state: TrainState, hyperparams: dict | None = None) -> tupl
     # collect
     carry = (params["net"], state.env_state, state.obs, params.get("obs_norm", ()), state.key)
     body = functools.partial(rollout_step, p)
-    (_, env_state, obs, stats, key), traj = core.scan(body, carry, p.config.num_steps)
+    (_, env_state, obs, stats, key), traj = scan(body, carry, p.config.num_steps)
     return learn(p, hp, state.replace(env_state=env_state), (obs, stats, key), traj)
 
 
@@ -500,9 +501,7 @@ def learn(
         key, config.update_epochs, p.batch_size, config.num_minibatches
     )
     body = functools.partial(minibatch_step, p, hp, opt)
-    (net_params, opt_state, _), losses = core.scan(
-        body, (params["net"], state.opt_state, batch), index
-    )
+    (net_params, opt_state, _), losses = scan(body, (params["net"], state.opt_state, batch), index)
     # report
     steps = state.steps + p.batch_size
     episodes = onpolicy.episode_report(traj)

@@ -16,8 +16,8 @@ One ``update``: a rollout of ``num_steps`` from the carry the previous update en
 (stored in the TrainState, with the flags saying which envs start a new episode), GAE,
 then ``update_epochs`` passes over minibatches of whole env sequences (split over envs,
 never over time), each re-run through the core from its stored starting carry with the
-``is_init`` resets inside and differentiated back through time by ``core.scan_vjp``.
-Every loop is a ``core.scan`` (the sequence loop's forward and backward inside the
+``is_init`` resets inside and differentiated back through time by ``fxrl.scan.scan_vjp``.
+Every loop is a ``fxrl.scan`` (the sequence loop's forward and backward inside the
 gradient steps' loop), so ``fxrl.compile`` makes the update one program whose size does
 not depend on ``num_steps``. ``cell="mlp"`` swaps the core for a dense layer that ignores
 the carry: the feed-forward baseline, with the same torso, heads and call shape.
@@ -41,6 +41,7 @@ from fxrl._optional import require
 from fxrl.algorithms import core, onpolicy
 from fxrl.algorithms.core import check_config
 from fxrl.nn import initializers as inits
+from fxrl.scan import scan, scan_vjp
 
 __all__ = [
     "CELLS",
@@ -194,7 +195,7 @@ class _Network(NamedTuple):
     ``embed(p, xs [..., obs]) -> [..., h]`` (every step at once); ``core_vjp(p, carry,
     es [T, *B, h], is_init [T, *B]) -> (ys [T, *B, width], vjp_fn)`` with ``vjp_fn(d_ys)
     -> (d_p, d_es)``: the core over the sequence and its backward (backpropagation through
-    time, ``core.scan_vjp``; the feed-forward core runs on every step at once);
+    time, ``fxrl.scan.scan_vjp``; the feed-forward core runs on every step at once);
     ``heads(p, ys [..., width]) -> (distribution, value [...])``;
     ``apply(net, xs [T, *B, obs], carry, is_init [T, *B]) -> (head [T, *B, out], value
     [T, *B], carry)``: the three in a row (``p``: ``net``'s entry of each stage)."""
@@ -247,7 +248,7 @@ def _network(config: Config, obs_dim: int, out_dim: int) -> _Network:
         p_in = {"layers": [{k: layer[k] for k in ("w_ih", "b_ih")}]}
         p_rec = {"layers": [{k: layer[k] for k in ("w_hh", "b_hh")}]}
         gx, project_vjp = torch.func.vjp(rnn.project, p_in, es)
-        _, ys, seq_vjp = core.scan_vjp(core_step, p_rec, carry, (gx, is_init))
+        _, ys, seq_vjp = scan_vjp(core_step, p_rec, carry, (gx, is_init))
 
         def pull(d_ys: Tensor) -> tuple[dict, Tensor]:
             d_rec, _, (d_gx, _) = seq_vjp(None, d_ys)
@@ -376,7 +377,7 @@ def make(config: Config) -> RecurrentAlgorithm:
         """The clipped PPO loss's gradient on sequences ``seq`` [T, envs] re-run from their
         starting ``carry``: forward through the embedding (every step at once), the core
         (a loop over the sequence) and the heads; backward through them in reverse, the
-        core by ``core.scan_vjp`` (backpropagation through time in a rolled loop)."""
+        core by ``fxrl.scan.scan_vjp`` (backpropagation through time in a rolled loop)."""
         e, embed_vjp = torch.func.vjp(lambda p_: net.embed(p_, seq["obs"]), p["embed"])
         ys, core_vjp = net.core_vjp(p["core"], carry, e, seq["is_init"])
 
@@ -394,7 +395,7 @@ def make(config: Config) -> RecurrentAlgorithm:
         hp, params = core.hyperparams(config, HYPERPARAMS, hyperparams), state.params
         # collect num_steps, from the carry and flags the last update ended with
         c = (state.env_state, state.obs, state.carry, state.is_init, state.key)
-        (env_state, *inner), traj = core.scan(lambda c_, _: env_step(hp, params, c_), c, t_len)
+        (env_state, *inner), traj = scan(lambda c_, _: env_step(hp, params, c_), c, t_len)
         return finish(hp, state.replace(env_state=env_state), params, tuple(inner), traj)
 
     def finish(hp: dict, state: TrainState, params: dict, c: tuple, traj: dict) -> tuple:
@@ -416,9 +417,7 @@ def make(config: Config) -> RecurrentAlgorithm:
             updates, opt_state = opt.update(grads, opt_state, net_params)
             return (optim.apply_updates(net_params, updates), opt_state), metrics
 
-        (net_params, opt_state), losses = core.scan(
-            grad_step, (params["net"], state.opt_state), index
-        )
+        (net_params, opt_state), losses = scan(grad_step, (params["net"], state.opt_state), index)
 
         # report
         steps = state.steps + steps_per_update
