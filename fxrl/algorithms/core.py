@@ -10,7 +10,10 @@ An algorithm is optax's ``(init, update)`` shape applied to a whole agent:
 ``init`` and ``update`` are pure, so ``torch.func.vmap`` over a leading seed/task dim of
 keys and TrainStates trains many agents in one call, and saving the TrainState is all a
 checkpoint needs. ``batched(algo, num_seeds)`` gives that vmapped (and compiled) pair;
-``train`` runs it for the whole budget; ``evaluate`` plays a greedy policy in gymnasium.
+``train`` runs it for the whole budget. Beside this module: ``fxrl.algorithms.sweeps``
+(what a sweep is: its checks, combinations, names and per-agent values) and
+``fxrl.algorithms.evaluation`` (``evaluate`` plays a greedy policy in gymnasium,
+re-exported here as ``core.evaluate``); the loop primitive is ``fxrl.scan``.
 
 Hyperparameters are data: the numbers ``update`` reads of the Config only as values
 (learning rates, loss weights, discounts: ``algo.hyperparams``) are also an argument,
@@ -30,8 +33,6 @@ logs exactly these without looking inside the state):
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -41,7 +42,9 @@ from torch import Tensor
 
 from fxrl import random, tree
 from fxrl._errors import closest
-from fxrl._optional import require
+from fxrl.algorithms import sweeps
+from fxrl.algorithms.evaluation import evaluate
+from fxrl.algorithms.sweeps import check_sweep, config_name
 from fxrl.envs.core import Env
 from fxrl.scan import scan
 
@@ -52,15 +55,11 @@ __all__ = [
     "check_config",
     "check_env_id",
     "check_positive",
-    "check_sweep",
-    "combination_names",
-    "combinations",
     "config_fields",
     "episode_metrics",
     "evaluate",
     "hyperparams",
     "make_env",
-    "params_device",
     "train",
     "whole_training",
 ]
@@ -211,99 +210,11 @@ def hyperparams(
             close = closest(field, list(dtypes), cutoff=0.5)
             guess = f" Did you mean {close!r}?" if close else ""
             raise ValueError(
-                f"update: {field!r} is not a hyperparameter of {_config_name(config)}.{guess} "
+                f"update: {field!r} is not a hyperparameter of {config_name(config)}.{guess} "
                 f"Its hyperparameters: {', '.join(dtypes)}."
             )
         out[field] = value.to(dtypes[field]) if isinstance(value, Tensor) else value
     return out
-
-
-# ------------------------------------------------------------------------------ sweeps
-
-
-def _config_name(config: Any) -> str:
-    return f"{type(config).__module__.rsplit('.', 1)[-1]}.{type(config).__name__}"
-
-
-def check_sweep(
-    algo: Algorithm, sweep: Mapping[str, Sequence[float]]
-) -> dict[str, tuple[float, ...]]:
-    """``sweep`` checked against ``algo``'s hyperparameters, values as floats.
-
-    Args:
-      algo: the algorithm (``make(config)``); its ``hyperparams`` are the fields a sweep may
-        vary (the Config's own values of them are not used).
-      sweep: ``{field: [value, ...]}``, e.g. ``{"lr": [1e-4, 3e-4], "ent_coef": [0, 0.01]}``.
-    Returns:
-      ``{field: (float, ...)}`` in the order given.
-    Raises:
-      ValueError: one line: a field that cannot be swept (with the closest sweepable name
-        and the list of those that can), a value that is not a number, a repeated value, or
-        a combination that ``Config`` itself refuses (its own message).
-    """
-    config = algo.config
-    name, allowed = _config_name(config), tuple(algo.hyperparams)
-    if not allowed:
-        raise ValueError(
-            f"{name} has no sweepable fields: its algorithm's update takes no hyperparameters "
-            "(algo.hyperparams is empty). Train one run per setting instead."
-        )
-    if not isinstance(sweep, Mapping) or not sweep:
-        raise ValueError(f"sweep: expected {{field: [values]}} for {name}, got {sweep!r}.")
-    fields = {f.name for f in dataclasses.fields(config)}
-    out: dict[str, tuple[float, ...]] = {}
-    for field, values in sweep.items():
-        if field not in allowed:
-            close = closest(field, allowed, cutoff=0.5)
-            guess = f" Did you mean {close!r}?" if close else ""
-            why = (
-                "structural (it sets shapes, loop counts or code paths, or init reads it)"
-                if field in fields
-                else f"not a field of {name}"
-            )
-            raise ValueError(
-                f"cannot sweep {field!r}: it is {why}.{guess} Fields of {name} that can be "
-                f"swept: {', '.join(allowed)}."
-            )
-        values = (
-            list(values)
-            if isinstance(values, Sequence) and not isinstance(values, str)
-            else [values]
-        )
-        ok = len(values) > 0 and all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            for v in values
-        )
-        if not ok:
-            raise ValueError(
-                f"sweep {field}: expected a non-empty list of finite numbers, got {values!r}."
-            )
-        floats = tuple(float(v) for v in values)
-        if len(set(floats)) != len(floats):
-            raise ValueError(
-                f"sweep {field}: the values {list(floats)} repeat one; list each once."
-            )
-        out[field] = floats
-    for combo in combinations(out):
-        dataclasses.replace(config, **combo)  # each combination passes the Config's checks
-    return out
-
-
-def combinations(sweep: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
-    """Every combination of a sweep's values: ``itertools.product`` over the fields in the
-    order given (the last field varies fastest)."""
-    fields = list(sweep)
-    return [dict(zip(fields, values, strict=True)) for values in itertools.product(*sweep.values())]
-
-
-def _number(value: float) -> str:
-    short = f"{value:g}"
-    return short if float(short) == value else repr(float(value))
-
-
-def combination_names(sweep: Mapping[str, Sequence[float]]) -> list[str]:
-    """``["lr=0.0001,ent_coef=0", ...]``: one name per combination, in ``combinations`` order."""
-    return [",".join(f"{k}={_number(v)}" for k, v in c.items()) for c in combinations(sweep)]
 
 
 def make_env(env_id: str, check: Callable[[Env], None] | None = None, **params: Any) -> Env:
@@ -429,15 +340,8 @@ def batched(
 def _swept(
     algo: Algorithm, num_seeds: int, compile: bool | str, sweep: Mapping[str, Sequence[float]]
 ) -> tuple[Callable[[Tensor], Any], Callable[[Any], tuple[Any, dict]]]:
-    combos = combinations(check_sweep(algo, sweep))
-    values = {
-        f: torch.tensor(
-            [c[f] for c in combos for _ in range(num_seeds)],
-            dtype=torch.float64,  # the update casts each to its dtype, as a float rounds
-            device="cpu",  # moved to the agents' device by each update (on_device)
-        )
-        for f in combos[0]
-    }
+    combos = sweeps.combinations(check_sweep(algo, sweep))
+    values = sweeps.values(combos, num_seeds)  # on the CPU, moved by each update (on_device)
 
     def init(key: Tensor) -> Any:
         keys = key.unsqueeze(0) if num_seeds == 1 else random.split(key, num_seeds)
@@ -574,90 +478,6 @@ def whole_training(
 
         return init, fxrl_compile(train_k)
     return init, train_k
-
-
-# ------------------------------------------------------------------------------ evaluation
-
-
-def _env_id(algo: Algorithm) -> str:
-    env_id = getattr(algo.config, "env", None)
-    if not isinstance(env_id, str):
-        raise ValueError(f"evaluate: algo.config has no env id (got env={env_id!r}).")
-    return env_id
-
-
-def evaluate(
-    algo: Algorithm,
-    params: Any,
-    episodes: int = 10,
-    *,
-    seed: int = 0,
-    mode: str = "mode",
-    gymnasium: bool = True,
-) -> Tensor:
-    """Returns of ``episodes`` episodes played by ``algo.policy(params, obs, mode=mode)``.
-
-    With ``gymnasium=True`` the episodes run in gymnasium's own env of the config's id
-    (``gymnasium.make(id)``, reset with seeds ``seed, seed+1, ...``): the judge of
-    learning. Otherwise in fxrl's pure env. ``params`` are one seed's (index a batched
-    TrainState's params with ``fxrl.tree.index(state.params, i)``).
-
-    Returns:
-      float64 [episodes] the undiscounted returns.
-    """
-    env_id = _env_id(algo)
-    returns = []
-    with torch.no_grad():
-        for e in range(episodes):
-            if gymnasium:
-                returns.append(_gym_episode(algo, params, env_id, seed + e, mode))
-            else:
-                returns.append(_pure_episode(algo, params, seed + e, mode))
-    return torch.tensor(returns, dtype=torch.float64, device=params_device(params))
-
-
-def _act(algo: Algorithm, params: Any, obs: Tensor, key: Tensor, mode: str) -> Tensor:
-    return algo.policy(params, obs, key if mode != "mode" else None, mode=mode)
-
-
-def params_device(params: Any) -> torch.device:
-    """Where ``params`` are (their first tensor's device; the CPU for none): evaluation
-    against a host env moves each observation there and each action back."""
-    return _device_of(params) or torch.device("cpu")
-
-
-def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str) -> float:
-    import numpy as np
-
-    env = require("gymnasium", "fxrl.algorithms.core.evaluate").make(env_id)
-    obs, _ = env.reset(seed=seed)
-    device = params_device(params)
-    key, total, done = random.key(seed, device=device), 0.0, False
-    while not done:
-        key, sub = random.split(key).unbind(0)
-        x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
-        action = _act(algo, params, x, sub, mode).cpu().numpy()
-        if action.ndim == 0:
-            action = action.item()
-        obs, reward, terminated, truncated, _ = env.step(action)
-        total += float(reward)
-        done = terminated or truncated
-    env.close()
-    return total
-
-
-def _pure_episode(algo: Algorithm, params: Any, seed: int, mode: str) -> float:
-    env = algo.env
-    key = random.key(seed, device=params_device(params))
-    key, reset_key = random.split(key).unbind(0)
-    state, ts = env.reset(reset_key)
-    total = 0.0
-    while True:
-        key, sub = random.split(key).unbind(0)
-        state, ts = env.step(state, _act(algo, params, ts.obs, sub, mode))
-        total += float(ts.reward)
-        if bool(ts.terminated | ts.truncated):
-            return total
 
 
 def config_fields(config: Any) -> dict:

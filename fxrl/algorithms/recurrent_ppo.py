@@ -40,6 +40,7 @@ from fxrl import distributions, envs, nn, optim, random, specs, transforms, tree
 from fxrl._optional import require
 from fxrl.algorithms import core, onpolicy
 from fxrl.algorithms.core import check_config
+from fxrl.algorithms.evaluation import params_device
 from fxrl.nn import initializers as inits
 from fxrl.scan import scan, scan_vjp
 
@@ -461,7 +462,7 @@ def evaluate(
 
     gym = require("gymnasium", "recurrent_ppo.evaluate")
     returns = []
-    device = core.params_device(params)  # observations go there, actions come back
+    device = params_device(params)  # observations go there, actions come back
     with torch.no_grad():
         for e in range(episodes):
             env = gym.make(algo.config.env)

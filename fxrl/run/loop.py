@@ -43,7 +43,8 @@ from typing import Any
 import torch
 
 from fxrl import random, tree
-from fxrl.algorithms.core import batched, check_sweep
+from fxrl.algorithms.core import batched
+from fxrl.algorithms.sweeps import check_sweep
 from fxrl.envs.host import HostEnvError
 from fxrl.run import checkpoint
 from fxrl.run import lock as run_lock

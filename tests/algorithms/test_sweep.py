@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fxrl import random, tree
-from fxrl.algorithms import core, dqn, ppo, recurrent_ppo, sac, td3
+from fxrl.algorithms import core, dqn, ppo, recurrent_ppo, sac, sweeps, td3
 from fxrl.testing import assert_trees_close
 
 SEEDS, UPDATES = 2, 3
@@ -93,7 +93,7 @@ def test_a_sweep_equals_the_separate_runs_it_stands_for(name):
     module, config, sweep = CASES[name]
     key = random.key(7)
     state, metrics = run(*core.batched(module.make(config), SEEDS, False, sweep=sweep), key)
-    combos = core.combinations(sweep)
+    combos = sweeps.combinations(sweep)
     assert tree.leaves(state)[0].shape[0] == len(combos) * SEEDS
     separate = []
     for c, combo in enumerate(combos):
@@ -128,16 +128,16 @@ def test_agent_c_times_seeds_plus_s_starts_as_seed_s_of_a_run_without_the_sweep(
 
 def test_combinations_vary_the_last_field_fastest_and_names_read_as_typed():
     sweep = {"lr": [1e-4, 3e-4], "ent_coef": [0, 0.01]}
-    assert core.combinations(sweep) == [
+    assert sweeps.combinations(sweep) == [
         {"lr": 1e-4, "ent_coef": 0}, {"lr": 1e-4, "ent_coef": 0.01},
         {"lr": 3e-4, "ent_coef": 0}, {"lr": 3e-4, "ent_coef": 0.01},
     ]  # fmt: skip
-    assert core.combination_names(sweep) == [
+    assert sweeps.combination_names(sweep) == [
         "lr=0.0001,ent_coef=0", "lr=0.0001,ent_coef=0.01", "lr=0.0003,ent_coef=0",
         "lr=0.0003,ent_coef=0.01",
     ]  # fmt: skip
     # a value %g would round is written in full, so names stay distinct
-    assert core.combination_names({"gamma": [0.9999991, 0.9999992]}) == [
+    assert sweeps.combination_names({"gamma": [0.9999991, 0.9999992]}) == [
         "gamma=0.9999991", "gamma=0.9999992"
     ]  # fmt: skip
 
@@ -220,7 +220,7 @@ def test_a_compiled_sweep_is_the_eager_sweep(compiled_sweep):
     last = tree.leaves(tree.index(state.params, -1))
     assert any(not torch.equal(a, b) for a, b in zip(first, last, strict=True))
     if name == "ppo":  # the annealed lr of the first update is each agent's swept lr
-        lrs = [c["lr"] for c in core.combinations(CASES["ppo"][2]) for _ in range(SEEDS)]
+        lrs = [c["lr"] for c in sweeps.combinations(CASES["ppo"][2]) for _ in range(SEEDS)]
         torch.testing.assert_close(metrics["lr"][0], torch.tensor(lrs))
 
 
