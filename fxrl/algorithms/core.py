@@ -61,6 +61,7 @@ __all__ = [
     "hyperparams",
     "make_env",
     "train",
+    "trainer",
     "whole_training",
 ]
 
@@ -420,6 +421,37 @@ def train(
             if callback is not None:
                 callback(len(history) - 1, m)
     return state, tree.stack(history)
+
+
+def trainer(make: Callable[[Any], Any]) -> Callable[..., tuple[Any, dict]]:
+    """The ``train`` of the algorithm that ``make`` builds: every algorithm module's
+    ``train`` is ``core.trainer(make)``, one function for all of them.
+
+    Returns:
+      ``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state,
+      metrics)``: ``core.train(make(config), ...)`` for ``config.total_steps`` env steps
+      per seed, seeds vmapped in one program; the final TrainState (leading [num_seeds]
+      dim when ``num_seeds > 1``) and each metric stacked per iteration ``[iterations,
+      (seeds)]``. ``compile``: True (the whole update one ``fxrl.compile`` program, its
+      loops rolled), a ``torch.compile`` backend name, or False (eager).
+    """
+
+    def train_(
+        config: Any,
+        key: Tensor,
+        num_seeds: int = 1,
+        *,
+        compile: bool | str = True,
+        callback: Callable[[int, dict], None] | None = None,
+    ) -> tuple[Any, dict]:
+        return train(make(config), key, num_seeds, compile=compile, callback=callback)
+
+    train_.__module__, train_.__name__, train_.__qualname__ = make.__module__, "train", "train"
+    train_.__doc__ = (
+        f"Train ``{make.__module__}.make(config)`` for ``config.total_steps`` env steps per "
+        "seed, seeds vmapped in one program (``fxrl.algorithms.core.trainer``)."
+    )
+    return train_
 
 
 def whole_training(

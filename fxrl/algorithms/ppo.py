@@ -556,18 +556,7 @@ def make(config: Config) -> Algorithm:
     return Algorithm(init_, update_, policy_, config, p.env, p.batch_size, hyperparams)
 
 
-def train(
-    config: Config,
-    key: Tensor,
-    num_seeds: int = 1,
-    *,
-    compile: bool | str = True,
-    callback: Any = None,
-) -> tuple[TrainState, dict]:
-    """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program.
-
-    Returns ``(state, metrics)``: the final TrainState (leading [num_seeds] dim when
-    ``num_seeds > 1``) and each metric stacked per iteration ``[iterations, (seeds)]``.
-    ``compile``: True (inductor), a backend name, or False (eager).
-    """
-    return core.train(make(config), key, num_seeds, compile=compile, callback=callback)
+train = core.trainer(make)
+"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
+``config.total_steps`` env steps per seed, seeds vmapped in one program
+(``core.trainer``, the one ``train`` of every algorithm)."""

@@ -483,15 +483,7 @@ def evaluate(
     return torch.tensor(returns, dtype=torch.float64, device=device)
 
 
-def train(
-    config: Config,
-    key: Tensor,
-    num_seeds: int = 1,
-    *,
-    compile: bool | str = True,
-    callback: Any = None,
-) -> tuple[TrainState, dict]:
-    """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program;
-    ``(state, metrics)`` as ``ppo.train``."""
-    algo = make(config)
-    return core.train(algo, key, num_seeds, compile=compile, callback=callback)  # type: ignore[arg-type]
+train = core.trainer(make)
+"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
+``config.total_steps`` env steps per seed, seeds vmapped in one program
+(``core.trainer``, the one ``train`` of every algorithm)."""
