@@ -52,7 +52,6 @@ __all__ = [
     "init_state",
     "make_update",
     "sample_uniform",
-    "split",
     "train_host",
     "transitions",
     "twin_init",
@@ -190,11 +189,6 @@ def greedy_or_noisy(
 # ------------------------------------------------------------------------------ pieces
 
 
-def split(key: Tensor, num: int) -> list[Tensor]:
-    """``num`` keys from ``key``, as a list."""
-    return list(random.split(key, num).unbind(-2))
-
-
 def transitions(traj: dict[str, Tensor], n_step: int = 1, gamma: float = 0.99) -> dict:
     """A rollout's ``[T, N]`` steps as ``[T * N]`` replay transitions (``TRANSITION_FIELDS``);
     with ``n_step > 1``, n-step transitions (cut at episode and rollout ends) with their
@@ -219,7 +213,7 @@ def sample_uniform(batch_size: int) -> Callable[[Any, Tensor], tuple[dict, Tenso
     one half of ``key``, the other half left for the gradient step (SAC's, TD3's)."""
 
     def sample(buffer: Any, key: Tensor) -> tuple[dict, Tensor]:
-        k_sample, k_learn = split(key, 2)
+        k_sample, k_learn = random.split(key, 2).unbind(-2)
         batch, _ = buffers.sample(buffer, k_sample, batch_size)
         return batch, k_learn
 
@@ -320,7 +314,7 @@ def make_update(
 
     def act_step(hp: dict, params: Any, explore: Tensor, c: tuple) -> tuple[tuple, Tensor, dict]:
         obs, noise, key = c
-        key, k_act = split(key, 2)
+        key, k_act = random.split(key, 2).unbind(-2)
         action, noise = act(hp, params, obs, k_act, explore, noise)
         return (obs, noise, key), action, {"obs": obs, "action": action}
 
@@ -358,7 +352,7 @@ def make_update(
         return scan(body, carry, xs)  # an int: 0..xs-1 on the carry's device
 
     def begin(hp: dict, state: TrainState) -> tuple[tuple, tuple]:
-        key, k_roll, k_learn = split(state.key, 3)
+        key, k_roll, k_learn = random.split(state.key, 3).unbind(-2)
         explore = exploration(hp, state.steps)
         return (state.params, explore, k_learn, key), (state.obs, state.noise, k_roll)
 
@@ -491,7 +485,7 @@ def train_host(
         learning = torch.tensor(stats["frames"] >= config.learning_starts)
         metrics: dict[str, Any] = {}
         for k in random.split(random.fold_in(k_learn, i), config.gradient_steps).unbind(-2):
-            k_sample, k_step = split(k, 2)
+            k_sample, k_step = random.split(k, 2).unbind(-2)
             sampled, _ = buffers.sample(buffer, k_sample, config.batch_size)
             learner, metrics = learn(algo.hyperparams, learner, sampled, k_step, learning)
         nan = torch.tensor(float("nan"))

@@ -41,7 +41,6 @@ __all__ = [
     "make_optimizer",
     "num_updates",
     "shuffled_minibatches",
-    "split_key",
     "step_record",
     "update_metrics",
 ]
@@ -118,12 +117,6 @@ def make_optimizer(
 
 
 # ------------------------------------------------------------------------------ collect
-
-
-def split_key(key: Tensor) -> tuple[Tensor, Tensor]:
-    """``random.split(key)`` as a pair: (the key to carry on, a key to use now)."""
-    carry, use = random.split(key).unbind(-2)
-    return carry, use
 
 
 def step_record(ts: TimeStep) -> dict[str, Tensor]:

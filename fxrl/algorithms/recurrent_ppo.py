@@ -340,7 +340,7 @@ def make(config: Config) -> RecurrentAlgorithm:
 
     def act(hp: dict, params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
         obs, carry, is_init, key = c
-        key, k_act = onpolicy.split_key(key)
+        key, k_act = random.split(key).unbind(-2)
         head, value, carry = net.apply(params["net"], obs[None], carry, is_init[None])
         action, logp = _distribution(head[0]).sample_and_log_prob(k_act)
         record = {"obs": obs, "is_init": is_init, "action": action, "log_prob": logp,

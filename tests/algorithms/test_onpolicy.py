@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fxrl import random
-from fxrl.algorithms import onpolicy, ppo, recurrent_ppo, tasks
+from fxrl.algorithms import dqn, onpolicy, ppo, recurrent_ppo, sac, tasks, td3
 from fxrl.run.config_io import config_from_json, config_to_json
 
 
@@ -124,11 +124,14 @@ def test_ppo_pieces_compose_into_its_update():
 
 
 def test_on_policy_entry_points_share_one_shape():
+    # one train for every algorithm (core.trainer), each module's under its own name
     want = inspect.signature(ppo.train)
-    assert str(inspect.signature(recurrent_ppo.train)) == str(want)
+    for module in (recurrent_ppo, dqn, sac, td3):
+        assert str(inspect.signature(module.train)) == str(want)
+        assert module.train.__module__ == module.__name__
     assert str(want) == (
-        "(config: 'Config', key: 'Tensor', num_seeds: 'int' = 1, *, compile: 'bool | str' = "
-        "True, callback: 'Any' = None) -> 'tuple[TrainState, dict]'"
+        "(config: 'Any', key: 'Tensor', num_seeds: 'int' = 1, *, compile: 'bool | str' = "
+        "True, callback: 'Callable[[int, dict], None] | None' = None) -> 'tuple[Any, dict]'"
     )
     assert inspect.signature(tasks.update_tasks).parameters["compile"].default is True
 
