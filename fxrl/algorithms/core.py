@@ -40,11 +40,14 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from fxrl import random, tree
+from fxrl import envs, random, tree
 from fxrl._errors import closest
+from fxrl.algorithms import host as host_envs
 from fxrl.algorithms import sweeps
 from fxrl.algorithms.evaluation import evaluate
 from fxrl.algorithms.sweeps import check_sweep, config_name
+from fxrl.compile import compile as fxrl_compile
+from fxrl.envs import registry
 from fxrl.envs.core import Env
 from fxrl.scan import scan
 
@@ -144,13 +147,10 @@ def check_env_id(config: Any, field: str = "env", *, host: bool = False) -> None
     module is imported: it registers the id), or a host env, ``"gymnasium:<id>"`` or
     ``"ale:<Game>"`` (where ``host``: the algorithm trains on host envs). An unknown id
     fails with the closest known id and the full list."""
-    from fxrl.envs import registry
 
     env_id = getattr(config, field)
     check_config(config, field, isinstance(env_id, str), "an env id (a string)")
     if registry.is_host_id(env_id):
-        from fxrl.algorithms import host as host_envs
-
         check_config(config, field, host, "a pure env id: this algorithm trains on pure envs")
         problem = host_envs.check_id(env_id)
         check_config(config, field, not problem, f"a host env that exists: {problem}")
@@ -223,16 +223,14 @@ def make_env(env_id: str, check: Callable[[Env], None] | None = None, **params: 
     suits it), as an algorithm's ``make`` calls it. A host id (``"gymnasium:<id>"``,
     ``"ale:<Game>"``) gives its stand-in, ``fxrl.algorithms.host.HostSpec``: the host env's
     specs; the host env itself steps between the pieces of the update."""
-    from fxrl import envs
-    from fxrl.algorithms import host
 
-    if host.is_host_id(env_id):
+    if host_envs.is_host_id(env_id):
         if params:
             raise ValueError(
                 f"{env_id} is a host env: its settings are gymnasium's or ALE's, not env "
                 f"params ({sorted(params)}); drop env_params."
             )
-        env: Env = host.spec_env(env_id)
+        env: Env = host_envs.spec_env(env_id)
     else:
         env = envs.make(env_id, **params)
     if check is not None:
@@ -315,10 +313,9 @@ def batched(
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"batched: num_seeds must be a positive int, got {num_seeds!r}.")
-    from fxrl.algorithms import host
 
-    if host.is_host_id(getattr(algo.config, "env", None)):  # gymnasium or ALE steps
-        return host.batched(algo, num_seeds, compile, sweep)
+    if host_envs.is_host_id(getattr(algo.config, "env", None)):  # gymnasium or ALE steps
+        return host_envs.batched(algo, num_seeds, compile, sweep)
     if sweep is not None:
         return _swept(algo, num_seeds, compile, sweep)
     if num_seeds == 1:
@@ -330,8 +327,6 @@ def batched(
 
         update = torch.func.vmap(algo.update)
     if compile is True:
-        from fxrl.compile import compile as fxrl_compile
-
         return init, fxrl_compile(update)
     if compile:  # a torch.compile backend name ("aot_eager", "eager")
         update = torch.compile(update, backend=compile, fullgraph=True, dynamic=False)
@@ -354,8 +349,6 @@ def _swept(
 
     all_agents = torch.func.vmap(algo.update)
     if compile is True:
-        from fxrl.compile import compile as fxrl_compile
-
         # the values are an input (not constants baked in): one program per sweep shape
         all_agents = fxrl_compile(all_agents)
     elif compile:
@@ -477,9 +470,8 @@ def whole_training(
     17 ms per iteration for a 1M x 9 float32 buffer on one core): slower than the Python
     loop it would replace.
     """
-    from fxrl.algorithms import host
 
-    if host.is_host_id(getattr(algo.config, "env", None)):
+    if host_envs.is_host_id(getattr(algo.config, "env", None)):
         raise ValueError(
             f"whole_training: {algo.config.env} is a host env, stepped in Python between "
             "the pieces of each update; train it one update per call (updates_per_call=1)."
@@ -506,8 +498,6 @@ def whole_training(
         return scan(lambda s, _: update(s), state, num_updates)
 
     if compile:
-        from fxrl.compile import compile as fxrl_compile
-
         return init, fxrl_compile(train_k)
     return init, train_k
 
