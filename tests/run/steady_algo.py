@@ -14,7 +14,8 @@ import dataclasses
 import torch
 
 from fxrl import envs, optim, random, tree
-from fxrl.algorithms.core import Algorithm, scan
+from fxrl.algorithms.core import Algorithm
+from fxrl.scan import scan
 
 
 @dataclasses.dataclass(frozen=True)
