@@ -107,7 +107,7 @@ def pong_runs(steps: int, key: torch.Tensor) -> dict[str, Run]:
         # episode stats) is counted.
         batch = 128
         frames = steps // batch * batch
-        c = collector(fx, None, None, key, batch, total_frames=frames, init_random_frames=frames)
+        c = collector(fx, None, None, key, batch, total_frames=frames, learning_starts=frames)
         c.reset()  # as for the others, the reset is not timed
         t0 = time.perf_counter()
         for _ in c:

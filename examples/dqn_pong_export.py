@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--save-params", default=None, help="torch.save the trained params here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    init_random_frames, frames_per_batch, optim_steps, batch_size = 5000, 100, 10, 128
+    learning_starts, frames_per_batch, optim_steps, batch_size = 5000, 100, 10, 128
 
     env = envs.transform(envs.atari("Pong"), preprocess, T.step_counter())
     key_q, key_collect, key_learn = random.split(random.key(args.seed), 3).unbind(0)
@@ -88,7 +88,7 @@ def main() -> None:
         return exploration.egreedy(key, action, env.action_spec, eps)
 
     batches = collector(env, act, lambda: params, key_collect, frames_per_batch,
-                        init_random_frames=init_random_frames)  # fmt: skip
+                        learning_starts=learning_starts)  # fmt: skip
     timing = {"random": [0.0, 0], "policy": [0.0, 0], "optim": [0.0, 0]}
     frames_per_episode: dict[int, int] = {}
     t = time.perf_counter()
@@ -101,7 +101,7 @@ def main() -> None:
             frames_per_episode[i] = frames_per_episode.get(i, 0) + c
         fields = ("obs", "action", "reward", "next_obs", "terminated")
         buf = buffers.add(buf, {k: to_uint8(batch[k]) if "obs" in k else batch[k] for k in fields})
-        if int(buf.size) > init_random_frames:
+        if int(buf.size) > learning_starts:
             t = time.perf_counter()
             for k in random.split(random.fold_in(key_learn, batches.batches), optim_steps):
                 params, target, opt_state, count, buf, _ = learn(

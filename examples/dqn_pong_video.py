@@ -72,7 +72,7 @@ def train(args: argparse.Namespace) -> tuple[dict, dict]:
 
     per_batch = 64
     batches = collector(env, act, lambda: params, k_collect, per_batch, args.frames,
-                        init_random_frames=args.learning_starts)  # fmt: skip
+                        learning_starts=args.learning_starts)  # fmt: skip
     start, returns, loss = time.perf_counter(), [], float("nan")
     for batch, stats in batches:
         seen[0] = stats["frames"]

@@ -24,8 +24,8 @@ from torch import Tensor
 
 import fxrl
 from fxrl import distributions, envs, nn, objectives, optim, random, specs, tree
-from fxrl.algorithms.core import scan
 from fxrl.nn import initializers as inits
+from fxrl.scan import scan
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from fxrl import (
     algorithms,
     buffers,
+    compile,  # the module fxrl/compile.py, callable: fxrl.compile(fn) compiles fn
     distributions,
     envs,
     exploration,
@@ -12,12 +13,13 @@ from fxrl import (
     optim,
     random,
     rollout,
+    scan,  # the module fxrl/scan.py, callable: fxrl.scan(body, carry, xs) runs the loop
     schedules,
     specs,
     transforms,
     tree,
 )
-from fxrl.compile import compile, trace  # functions; the module fxrl.compile is shadowed
+from fxrl.compile import trace
 
 __all__ = [
     "algorithms",
@@ -32,6 +34,7 @@ __all__ = [
     "optim",
     "random",
     "rollout",
+    "scan",
     "schedules",
     "specs",
     "trace",

@@ -48,7 +48,7 @@ class Collector:
         key: Tensor,
         frames_per_batch: int,
         total_frames: int | None = None,
-        init_random_frames: int = 0,
+        learning_starts: int = 0,
         flat: bool = True,
         policy_state: Any = None,
     ) -> None:
@@ -77,7 +77,7 @@ class Collector:
             )
         self.env, self.policy, self.params = env, policy, params
         self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
-        self.init_random_frames, self.flat = init_random_frames, flat
+        self.learning_starts, self.flat = learning_starts, flat
         self.stateful = policy_state is not None
         if self.stateful:
             check_policy_state(policy_state, tuple(env.batch_shape), repr(env))
@@ -110,7 +110,7 @@ class Collector:
         if self.state is None:
             self.reset()
         params = self.params() if callable(self.params) else self.params
-        use_random = self.frames < self.init_random_frames
+        use_random = self.frames < self.learning_starts
         # One key per step from one split per batch: eager Threefry costs a few hundred
         # microseconds a call, as much as an Atari step.
         T = self.steps_per_batch
@@ -240,7 +240,7 @@ def collector(
     key: Tensor,
     frames_per_batch: int,
     total_frames: int | None = None,
-    init_random_frames: int = 0,
+    learning_starts: int = 0,
     *,
     flat: bool = True,
     policy_state: Any = None,
@@ -262,7 +262,7 @@ def collector(
       frames_per_batch: frames (env steps times envs) per batch.
       total_frames: stop after this many frames (rounded up to whole batches); ``None``
         iterates forever.
-      init_random_frames: batches that begin before this many frames act with
+      learning_starts: batches that begin before this many frames act with
         actions sampled from ``env.action_spec`` instead of the policy (no extras). A
         stateful policy is still called on them, its action unused, so that its state
         follows the episode as in the algorithms' pure updates.
@@ -285,6 +285,6 @@ def collector(
       ``is_init`` are what the next step will pass.
     """
     return Collector(
-        env, policy, params, key, frames_per_batch, total_frames, init_random_frames, flat,
+        env, policy, params, key, frames_per_batch, total_frames, learning_starts, flat,
         policy_state,
     )  # fmt: skip

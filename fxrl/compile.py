@@ -11,7 +11,7 @@ is needed: the output depends only on the input leaves. So ``fxrl.compile``
   tensors, into one flat graph of aten ops: no dynamo, so no guards, no graph breaks (a
   function that cannot be traced whole fails loudly instead of running eagerly) and no
   shared code-object cache to exhaust;
-- keeps loops rolled: ``fxrl.algorithms.core.scan`` traced here is torch's ``scan``
+- keeps loops rolled: ``fxrl.scan`` traced here is torch's ``scan``
   operator, its body compiled once and run as a loop inside the program (``lax.scan``
   under ``jax.jit``), so a whole update (rollout, advantages, every minibatch step) is
   one program whose compile time does not grow with the loops' lengths;
@@ -52,7 +52,7 @@ torch internals used here, and why (the places to check on a torch upgrade):
 wrapper, torch 2.13 only); ``torch._guards.tracing`` with
 a ``FakeTensorMode``/``ShapeEnv`` (the FX graph cache needs a tracing context);
 ``torch._C._DisableFuncTorch`` and ``torch._C._functorch`` (unwrapping an enclosing
-vmap); ``torch._higher_order_ops.scan.scan_op`` (in ``core.scan``: the rolled loop,
+vmap); ``torch._higher_order_ops.scan.scan_op`` (in ``fxrl.scan``: the rolled loop,
 called directly because its Python wrapper runs dynamo, which refuses an enclosing vmap);
 ``torch.cuda.CUDAGraph`` on inductor's compiled callable (``fxrl.cuda_graph``: it relies on
 inductor lowering a scan to a while loop counted on the CPU, torch 2.11 and 2.13).
@@ -74,6 +74,7 @@ import torch
 from torch._C import _functorch
 
 from fxrl import tree
+from fxrl._callable_module import make_callable
 
 __all__ = [
     "DEFAULT_OPTIONS",
@@ -133,7 +134,7 @@ MAX_PROGRAMS = 32
 
 _OPTS = {"none_is_leaf": True, "namespace": tree.NAMESPACE}
 
-# True while fxrl.compile traces a function: loops written with fxrl.algorithms.core.scan
+# True while fxrl.compile traces a function: loops written with fxrl.scan
 # then trace as one rolled loop (torch's scan operator) instead of unrolling.
 _TRACING: contextvars.ContextVar[bool] = contextvars.ContextVar("fxrl_tracing", default=False)
 
@@ -174,7 +175,7 @@ _MISSES = (
 def watch() -> Iterator[list[CompileRecord]]:
     """Collect a ``CompileRecord`` for each program ``fxrl.compile`` builds inside the block.
 
-        from fxrl.compile import watch         # the module (fxrl.compile is the function)
+        from fxrl.compile import watch         # or fxrl.compile.watch()
 
         with watch() as built:
             state, metrics = update(state)     # the first call compiles
@@ -629,7 +630,7 @@ class Compiled:
 def trace(fn: Callable[..., Any], *args: Any) -> torch.fx.GraphModule:
     """The graph ``fxrl.compile(fn)`` would compile for ``args``: one flat graph of aten
     ops over the tensor leaves (``jax.make_jaxpr``'s role). Loops written with
-    ``fxrl.algorithms.core.scan`` appear as single ``torch.ops.higher_order.scan``
+    ``fxrl.scan`` appear as single ``torch.ops.higher_order.scan``
     nodes, their bodies as sub-graphs; print ``trace(fn, *args).code`` to read it."""
     leaves, spec = optree.tree_flatten(args, **_OPTS)
     leaves = [x.contiguous() if isinstance(x, torch.Tensor) else x for x in leaves]
@@ -660,3 +661,7 @@ def compile(fn: Callable[..., Any] | None = None, *, options: dict[str, Any] | N
     if not callable(fn):
         raise TypeError(f"fxrl.compile: expected a function, got {type(fn).__name__} {fn!r}.")
     return Compiled(fn, dict(options or {}))
+
+
+# ``fxrl.compile(fn)`` is this module called: the function above (see fxrl._callable_module)
+make_callable(__name__, compile)

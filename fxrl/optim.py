@@ -59,7 +59,7 @@ __all__ = [
 
 Params = Any
 Updates = Any
-ScalarOrSchedule = float | Schedule
+ScalarOrSchedule = float | torch.Tensor | Schedule
 
 
 class GradientTransformation(NamedTuple):
@@ -122,7 +122,7 @@ def chain(*transforms: GradientTransformation) -> GradientTransformation:
     return GradientTransformation(init, update)
 
 
-def scale(factor: float) -> GradientTransformation:
+def scale(factor: float | torch.Tensor) -> GradientTransformation:
     """Multiply updates by a constant."""
     return GradientTransformation(
         lambda params: EmptyState(), lambda g, s, p=None: (tree.map(lambda x: factor * x, g), s)
@@ -134,7 +134,11 @@ class ScaleByScheduleState(NamedTuple):
 
 
 def scale_by_learning_rate(learning_rate: ScalarOrSchedule) -> GradientTransformation:
-    """Multiply by ``-learning_rate``; a schedule is evaluated at the update count (0 first)."""
+    """Multiply by ``-learning_rate``; a schedule is evaluated at the update count (0 first).
+    A tensor learning rate (a [] tensor: one swept value, batched under vmap) multiplies
+    as a number would: it meets the float updates, which keep their dtype."""
+    if isinstance(learning_rate, torch.Tensor):
+        return scale(-learning_rate)
     if not callable(learning_rate):
         return scale(-float(learning_rate))
 
@@ -286,6 +290,8 @@ def scale_by_rms(
 
 
 def _check_lr(name: str, lr: ScalarOrSchedule) -> None:
+    if isinstance(lr, torch.Tensor):  # a swept value: its sweep checked it as a number
+        return
     if not callable(lr) and not float(lr) >= 0:
         raise ValueError(f"{name}: learning_rate must be >= 0 or a schedule, got {lr!r}.")
 

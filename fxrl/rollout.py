@@ -5,8 +5,10 @@
     traj["reward"]            # [128, *env.batch_shape]
 
 It is plain Python over ``env.step``, so it works on one env and on ``batch(env, N)``,
-under ``torch.func.vmap`` (many seeds: vmap over ``state`` and ``key``) and under
-``torch.compile`` (which unrolls the ``num_steps`` loop: compile time grows with it).
+under ``torch.func.vmap`` (many seeds: vmap over ``state`` and ``key``) and compiled.
+The loop over the steps is ``fxrl.scan``: a Python loop in eager code, one rolled loop
+under ``fxrl.compile`` (compile time does not grow with ``num_steps``); ``torch.compile``
+unrolls it.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from fxrl import random, tree
 from fxrl.collector import Collector, collector
 from fxrl.envs.core import Env
+from fxrl.scan import scan
 
 __all__ = ["Collector", "collector", "rollout"]
 
@@ -50,27 +54,40 @@ def rollout(
     """
     if not isinstance(num_steps, int) or num_steps < 1:
         raise ValueError(f"rollout: num_steps must be a positive int, got {num_steps!r}.")
-    obs = env.observe(state)
-    keys = random.split(key, num_steps)
-    steps = []
-    for t in range(num_steps):
-        action, extras = _action_and_extras(policy(params, obs, keys[..., t, :]))
+    keys = random.split(key, num_steps).movedim(-2, 0)  # [num_steps, ..., 2]
+
+    def step(carry: tuple, k: Tensor) -> tuple[tuple, dict[str, Any]]:
+        state, obs = carry
+        action, extras = _action_and_extras(policy(params, obs, k))
         state, ts = env.step(state, action)
-        steps.append(
-            {
-                "obs": obs,
-                "action": action,
-                "reward": ts.reward,
-                "terminated": ts.terminated,
-                "truncated": ts.truncated,
-                "next_obs": ts.obs,
-                "info": ts.info,
-                **extras,
-            }
-        )
+        record = {
+            "obs": obs,
+            "action": action,
+            "reward": ts.reward,
+            "terminated": ts.terminated,
+            "truncated": ts.truncated,
+            "next_obs": ts.obs,
+            "info": ts.info,
+            **extras,
+        }
         # after an automatic reset the policy acts on the new episode's first observation
-        obs = ts.info.get("next_obs", ts.obs)
-    return state, tree.stack(steps)
+        return (state, ts.info.get("next_obs", ts.obs)), record
+
+    # torch.compile (dynamo) unrolls a Python loop: inductor cannot lower every rolled
+    # loop it traces (an env's auto-reset in the body fails in its scan lowering, torch
+    # 2.13); fxrl.compile rolls fxrl.scan's
+    loop = _unrolled if torch.compiler.is_compiling() else scan
+    (state, _), traj = loop(step, (state, env.observe(state)), keys)
+    return state, traj
+
+
+def _unrolled(body: Callable, carry: Any, xs: Tensor) -> tuple[Any, dict[str, Any]]:
+    """``fxrl.scan``'s eager loop (the same numbers), for torch.compile to unroll."""
+    ys = []
+    for x in xs.unbind(0):
+        carry, y = body(carry, x)
+        ys.append(y)
+    return carry, tree.stack(ys)
 
 
 def _action_and_extras(out: Any) -> tuple[Any, dict[str, Any]]:

@@ -256,7 +256,7 @@ def _optim(key: torch.Tensor) -> Any:
         optim.adamw(1e-3, weight_decay=0.01),
         optim.rmsprop(1e-3, momentum=0.5, centered=True),
         optim.chain(optim.clip_by_global_norm(0.5), optim.adam(1e-3)),
-        core.adam(t(1e-3)),
+        optim.adam(t(1e-3)),
     ]:
         out += _optimizer_checks(opt)
     return out
@@ -535,7 +535,7 @@ def _rollout(key: torch.Tensor) -> Any:
 def _collector(key: torch.Tensor) -> Any:
     env = envs.batch(envs.make("CartPole-v1"), 2)
     c = collector(env, _random_policy(env), t([1.0, 2.0]), key, 4, total_frames=8,
-                  init_random_frames=4)  # fmt: skip
+                  learning_starts=4)  # fmt: skip
     out = list(c)
 
     def with_state(params: Any, obs: Any, state: Any, is_init: torch.Tensor, key: torch.Tensor):

@@ -77,7 +77,7 @@ def test_auto_reset_boundaries_next_obs_is_final_and_obs_starts_the_next_episode
     assert (first.abs() <= 0.05).all()  # gymnasium's reset draws from U(-0.05, 0.05)
 
 
-def test_init_random_frames_act_with_random_actions_from_the_spec():
+def test_frames_before_learning_starts_act_with_random_actions_from_the_spec():
     env = envs.gym("Pendulum-v1")
     calls = []
 
@@ -85,7 +85,7 @@ def test_init_random_frames_act_with_random_actions_from_the_spec():
         calls.append(1)
         return torch.zeros(1)
 
-    c = collector(env, policy, None, random.key(3), frames_per_batch=50, init_random_frames=60)
+    c = collector(env, policy, None, random.key(3), frames_per_batch=50, learning_starts=60)
     (b0, s0), (b1, s1), (b2, s2) = next(c), next(c), next(c)
     assert s0["random"] and s1["random"] and not s2["random"]  # batches starting before 60
     assert len(calls) == 50
@@ -272,7 +272,7 @@ def test_ou_noise_on_a_host_env_equals_td3s_pure_rule_and_moves_on_in_random_fra
     with envs.gym("Pendulum-v1", num_envs=n, max_episode_steps=7) as env:
         spec = env.action_spec
         c = collector(env, _ou_policy(spec, n), None, random.key(4), n * t_len, flat=False,
-                      init_random_frames=n * t_len,
+                      learning_starts=n * t_len,
                       policy_state=exploration.ou_init(spec, (n,)))  # fmt: skip
         (b0, s0), (b1, s1) = next(c), next(c)
     assert s0["random"] and not s1["random"]

@@ -128,9 +128,7 @@ def test_a_checked_env_compiles_and_still_rejects_a_wrong_action_shape():
 
 
 def test_the_program_cache_is_bounded_and_drops_the_least_recently_used(monkeypatch):
-    import sys
-
-    fc = sys.modules["fxrl.compile"]  # the module (fxrl.compile is the function)
+    fc = fxrl.compile  # the module (callable: fxrl.compile(fn) compiles fn)
     monkeypatch.setattr(fc, "MAX_PROGRAMS", 2)
     f = fc.compile(lambda x: x * 2 + 1)
     a, b, c = torch.ones(2), torch.ones(3), torch.ones(4)
@@ -141,10 +139,10 @@ def test_the_program_cache_is_bounded_and_drops_the_least_recently_used(monkeypa
 
 
 def test_trace_shows_a_scan_as_one_rolled_loop_node():
-    from fxrl.algorithms import core
+    from fxrl.scan import scan
 
     def cumulative(xs):
-        return core.scan(lambda c, x: (c + x, {"c": c + x}), torch.zeros(3), xs)
+        return scan(lambda c, x: (c + x, {"c": c + x}), torch.zeros(3), xs)
 
     for length in (4, 64):
         gm = fxrl.trace(cumulative, torch.ones(length, 3))
@@ -170,7 +168,7 @@ def test_one_tensor_passed_as_two_leaves_is_still_two_inputs():
 
 
 def test_a_loop_body_reading_traced_tensors_through_its_closure_stays_one_rolled_loop():
-    from fxrl.algorithms import core
+    from fxrl.scan import scan
 
     def f(w, xs, state):
         # the body reads w and a pytree of the inputs through its closure (and a nested
@@ -180,7 +178,7 @@ def test_a_loop_body_reading_traced_tensors_through_its_closure_stays_one_rolled
         def body(c, x):
             return c + x * w * scale(), {"c": c + x * w * scale()}
 
-        return core.scan(body, torch.zeros(3), xs)
+        return scan(body, torch.zeros(3), xs)
 
     w, xs = torch.tensor([1.0, 2.0, 3.0]), torch.arange(12.0).reshape(4, 3)
     state = {"scale": torch.tensor(0.5)}
@@ -192,32 +190,3 @@ def test_a_loop_body_reading_traced_tensors_through_its_closure_stays_one_rolled
     ws = torch.stack([w, 2 * w])  # vmapped over w: the lifted input is batched
     carry, ys = fxrl_compile(torch.func.vmap(f, in_dims=(0, None, None)))(ws, xs, state)
     torch.testing.assert_close(ys["c"][1], 2 * (xs * w).cumsum(0))
-
-
-def test_a_loop_body_reading_a_traced_field_of_a_frozen_dataclass_lifts_it():
-    # a sweep's Config: a frozen dataclass (no pytree node) whose field is a tensor of the
-    # trace; the loop body reads it through its closure, so the loop takes it as an input
-    import dataclasses
-
-    from fxrl.algorithms import core
-
-    @dataclasses.dataclass(frozen=True)
-    class Config:
-        lr: object
-        steps: int = 4
-
-    def f(lr, xs):
-        config = Config(lr)
-
-        def body(c, x):
-            return c + config.lr * x, {"c": c + config.lr * x}
-
-        return core.scan(body, torch.zeros(3), xs)
-
-    xs = torch.arange(12.0).reshape(4, 3)
-    lrs = torch.tensor([0.5, 2.0])
-    gm = fxrl.trace(torch.func.vmap(f, in_dims=(0, None)), lrs, xs)
-    assert len([n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]) == 1
-    carry, ys = fxrl_compile(torch.func.vmap(f, in_dims=(0, None)))(lrs, xs)
-    torch.testing.assert_close(ys["c"], lrs[:, None, None] * xs.cumsum(0))
-    torch.testing.assert_close(carry, lrs[:, None] * xs.sum(0))

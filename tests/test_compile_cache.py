@@ -19,14 +19,14 @@ SCRIPT = textwrap.dedent(
     from torch._dynamo.utils import counters
     import fxrl
 
-    from fxrl.algorithms import core
+    from fxrl.scan import scan
 
     SCALE = float(sys.argv[1])
 
     def f(params, x):
         h = torch.tanh(x @ params["w1"] + params["b1"])
         # a rolled loop whose body holds the constant the third run changes
-        _, ys = core.scan(lambda c, row: (c + row, {"y": (c + row) * SCALE}), torch.zeros(8), h)
+        _, ys = scan(lambda c, row: (c + row, {"y": (c + row) * SCALE}), torch.zeros(8), h)
         return {"y": (h @ params["w2"]) * SCALE, "h": h, "cum": ys["y"]}
 
     params = {"w1": torch.ones(4, 8) / 8, "b1": torch.zeros(8), "w2": torch.ones(8, 2)}

@@ -8,7 +8,7 @@ import torch
 
 import fxrl
 from fxrl import _cpp_wrapper_patch
-from fxrl.algorithms import core
+from fxrl.scan import scan
 
 fc = sys.modules["fxrl.compile"]  # the module (fxrl.compile is the function)
 W = torch.linspace(-1.0, 1.0, 64).reshape(8, 8)
@@ -25,10 +25,10 @@ def nested(w, c, xs):
             h = torch.tanh(h @ W * w + x * (k + 1))
             return h, {"s": h.sum(-1)}
 
-        h, ys = core.scan(inner, c, 3)
+        h, ys = scan(inner, c, 3)
         return h, {"y": ys["s"], "m": h.mean(-1)}
 
-    c, ys = core.scan(outer, c, xs)
+    c, ys = scan(outer, c, xs)
     return c, ys["y"] * 2 + 1, ys["m"]
 
 
@@ -108,7 +108,7 @@ def test_a_loop_whose_carry_is_reduced_from_its_xs_compiles():
     # programs are specialized to their shapes: with symbolic sizes (fxrl.compile before
     # it passed ignore_shape_env) inductor's loop lowering failed here with "KeyError: s.."
     def f(xs):
-        return core.scan(lambda c, x: (c * 0.5 + x, {"y": c}), xs.sum(0), xs)
+        return scan(lambda c, x: (c * 0.5 + x, {"y": c}), xs.sum(0), xs)
 
     xs = torch.linspace(-1.0, 1.0, 18).reshape(6, 3)
     carry, ys = fxrl.compile(f)(xs)

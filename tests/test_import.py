@@ -24,3 +24,37 @@ def test_import_fxrl_adds_only_fxrl_optree_and_standard_library_modules_to_impor
     extra = _loaded_after("import fxrl") - _loaded_after("import torch")
     allowed = {"fxrl", "optree", *sys.stdlib_module_names}
     assert sorted(m for m in extra if m.split(".")[0] not in allowed) == []
+
+
+def test_fxrl_compile_is_the_module_and_calling_it_compiles_whatever_was_imported_first():
+    # `import fxrl.compile` users reach the module (its watch, Compiled...); fxrl.compile(fn)
+    # is the public call: the module is callable as its compile function
+    checks = (
+        "import torch; import fxrl.compile; import fxrl; "
+        "assert fxrl.compile.watch and fxrl.compile.compile and fxrl.compile.Compiled; "
+        "f = fxrl.compile(lambda x: x * 2); assert isinstance(f, fxrl.compile.Compiled); "
+        "import inspect; assert list(inspect.signature(fxrl.compile).parameters) == "
+        "['fn', 'options']; "
+        "from fxrl import compile; assert compile is fxrl.compile; "
+        "from fxrl.compile import compile as c; assert c is fxrl.compile.compile; "
+        "assert fxrl.compile(options={'size_asserts': True})(lambda x: x).fn is not None"
+    )
+    for first in ("import fxrl", "import fxrl.compile", "from fxrl.compile import compile"):
+        subprocess.run([sys.executable, "-c", f"{first}; {checks}"], check=True)
+
+
+def test_fxrl_scan_is_the_module_and_calling_it_runs_the_loop_whatever_was_imported_first():
+    # fxrl.scan(body, carry, xs) is the public call (jax.lax.scan's shape); the module holds
+    # it and scan_vjp, beside fxrl.compile
+    checks = (
+        "import torch; import fxrl.scan; import fxrl; "
+        "assert fxrl.scan.scan and fxrl.scan.scan_vjp; "
+        "c, ys = fxrl.scan(lambda c, x: (c + x, {'c': c + x}), torch.zeros(()), torch.ones(4)); "
+        "assert float(c) == 4.0 and ys['c'].tolist() == [1.0, 2.0, 3.0, 4.0]; "
+        "import inspect; assert list(inspect.signature(fxrl.scan).parameters) == "
+        "['body', 'carry', 'xs']; "
+        "from fxrl import scan; assert scan is fxrl.scan; "
+        "from fxrl.scan import scan as s; assert s is fxrl.scan.scan"
+    )
+    for first in ("import fxrl", "import fxrl.scan", "from fxrl.scan import scan"):
+        subprocess.run([sys.executable, "-c", f"{first}; {checks}"], check=True)

@@ -174,6 +174,23 @@ def test_schedule_learning_rate_equals_torch_with_lr_set_before_each_step():
         )
 
 
+def test_a_tensor_learning_rate_steps_as_its_number_and_vmaps_over_learning_rates():
+    # a swept learning rate is a [] tensor (float64 or float32): the same steps as the
+    # Python float, bit for bit; vmapped over several, each member steps at its own
+    params, grads = problem(random.key(6))
+    for name in ("adam", "sgd", "rmsprop", "adamw"):
+        make = getattr(optim, name)
+        want = fxrl_trajectory(make(0.01), params, grads)
+        for dtype in (torch.float64, torch.float32):
+            got = fxrl_trajectory(make(torch.tensor(0.01, dtype=dtype)), params, grads)
+            assert_trees_close(got, want, rtol=0, atol=0)
+    lrs = torch.tensor([0.01, 0.2], dtype=torch.float64)
+    swept = torch.func.vmap(lambda lr: fxrl_trajectory(optim.adam(lr), params, grads))(lrs)
+    for i, lr in enumerate((0.01, 0.2)):
+        alone = fxrl_trajectory(optim.adam(lr), params, grads)
+        assert_trees_close(tree.map(lambda x, i=i: x[i], swept), alone, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_vmapped_update_of_an_ensemble_equals_a_loop(name):
     opt = CASES[name][0]()

@@ -1,8 +1,10 @@
-"""rollout: one env, a batch, vmap over seeds, torch.compile, policy extras."""
+"""rollout: one env, a batch, vmap over seeds, fxrl.compile (one rolled loop), torch.compile,
+policy extras."""
 
 import pytest
 import torch
 
+import fxrl
 from fxrl import envs, random, tree
 from fxrl.rollout import rollout
 from fxrl.testing import assert_trees_close
@@ -92,4 +94,21 @@ def test_compiled_rollout_of_a_batch_with_auto_reset_equals_eager():
         out, eager = compiled(state, random.key(i)), run(state, random.key(i))
         assert_trees_close(out, eager)
         state = eager[0]
+    assert bool(eager[1]["truncated"].all())
+
+
+def test_rollout_under_fxrl_compile_is_one_rolled_loop_equal_to_eager():
+    # the steps are fxrl.scan: one loop in the traced program whatever num_steps, and the
+    # compiled program (auto-resets inside the loop) computes what the eager loop does
+    env = envs.batch(envs.make("Pendulum-v1", max_steps=1), 4)
+    policy = lambda params, obs, key: params * obs[..., 2:]
+    state, _ = env.reset(random.key(0))
+    for num_steps in (2, 64):
+        run = lambda s, k, n=num_steps: rollout(env, policy, torch.tensor(0.5), s, k, n)
+        graph = fxrl.trace(run, state, random.key(1))
+        loops = [n for n in graph.graph.nodes if n.target is torch.ops.higher_order.scan]
+        assert len(loops) == 1
+    run = lambda s, k: rollout(env, policy, torch.tensor(0.5), s, k, 3)
+    out, eager = fxrl.compile(run)(state, random.key(1)), run(state, random.key(1))
+    assert_trees_close(out, eager)
     assert bool(eager[1]["truncated"].all())

@@ -10,7 +10,15 @@ An algorithm is optax's ``(init, update)`` shape applied to a whole agent:
 ``init`` and ``update`` are pure, so ``torch.func.vmap`` over a leading seed/task dim of
 keys and TrainStates trains many agents in one call, and saving the TrainState is all a
 checkpoint needs. ``batched(algo, num_seeds)`` gives that vmapped (and compiled) pair;
-``train`` runs it for the whole budget; ``evaluate`` plays a greedy policy in gymnasium.
+``train`` runs it for the whole budget. Beside this module: ``fxrl.algorithms.sweeps``
+(what a sweep is: its checks, combinations, names and per-agent values) and
+``fxrl.algorithms.evaluation`` (``evaluate`` plays a greedy policy in gymnasium,
+re-exported here as ``core.evaluate``); the loop primitive is ``fxrl.scan``.
+
+Hyperparameters are data: the numbers ``update`` reads of the Config only as values
+(learning rates, loss weights, discounts: ``algo.hyperparams``) are also an argument,
+``update(state, {"lr": tensor})``, the Config's own numbers standing for those not given.
+A sweep is ``vmap(algo.update)(states, {"lr": lrs})``: no Config holds a tensor.
 
 The metrics contract (every algorithm, one value per seed; the run loop in ``fxrl.run``
 logs exactly these without looking inside the state):
@@ -24,47 +32,40 @@ logs exactly these without looking inside the state):
 
 from __future__ import annotations
 
-import contextvars
-import copy
 import dataclasses
-import functools
-import itertools
-import math
-import sys
-import types
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
-from fxrl import optim, random, tree
+from fxrl import envs, random, tree
 from fxrl._errors import closest
-from fxrl._optional import require
+from fxrl.algorithms import host as host_envs
+from fxrl.algorithms import sweeps
+from fxrl.algorithms.evaluation import evaluate
+from fxrl.algorithms.sweeps import check_sweep, config_name
+from fxrl.compile import compile as fxrl_compile
+from fxrl.envs import registry
 from fxrl.envs.core import Env
+from fxrl.scan import scan
 
 __all__ = [
     "Algorithm",
     "Collect",
-    "adam",
     "batched",
     "check_config",
     "check_env_id",
     "check_positive",
-    "check_sweep",
-    "combination_names",
-    "combinations",
     "config_fields",
     "episode_metrics",
     "evaluate",
+    "hyperparams",
     "make_env",
-    "params_device",
-    "scan",
-    "scan_vjp",
-    "sweepable",
     "train",
+    "trainer",
     "whole_training",
-    "with_numbers",
 ]
 
 
@@ -73,22 +74,25 @@ class Collect(NamedTuple):
     torch) can step between its pieces while the rest stays pure and compiled
     (``fxrl.algorithms.host``). With a pure env the update is these pieces in a scan:
 
-        ctx, c = begin(state)
+        hp = hyperparams(config, HYPERPARAMS, given)  # the update's hyperparameters
+        ctx, c = begin(hp, state)
         for t in range(num_steps):
-            c, action, record = act(ctx, c)
+            c, action, record = act(hp, ctx, c)
             env_state, ts = env.step(env_state, action)
-            c, seen = observe(ctx, c, ts)            # traj[t] = {**record, **seen}
-        state, metrics = finish(state, ctx, c, traj)    # traj: [num_steps, num_envs, ...]
+            c, seen = observe(hp, ctx, c, ts)        # traj[t] = {**record, **seen}
+        state, metrics = finish(hp, state, ctx, c, traj)  # traj: [num_steps, num_envs, ...]
 
-    ``ctx`` is what the rollout reads and does not change (the params); ``c`` what it
-    carries (observations, keys, a policy's state); ``finish`` learns and reports,
-    keeping ``state.env_state`` as it is given.
+    ``hp`` are the update's hyperparameters, passed to every piece as an argument (not
+    vmapped over: a host run is no sweep, and gives the Config's, ``algo.hyperparams``);
+    ``ctx`` is what the rollout reads and does not change (the params, tensors only);
+    ``c`` what it carries (observations, keys, a policy's state); ``finish`` learns and
+    reports, keeping ``state.env_state`` as it is given.
     """
 
-    begin: Callable[[Any], tuple[Any, Any]]
-    act: Callable[[Any, Any], tuple[Any, Any, dict]]
-    observe: Callable[[Any, Any, Any], tuple[Any, dict]]
-    finish: Callable[[Any, Any, Any, dict], tuple[Any, dict]]
+    begin: Callable[[Any, Any], tuple[Any, Any]]
+    act: Callable[[Any, Any, Any], tuple[Any, Any, dict]]
+    observe: Callable[[Any, Any, Any, Any], tuple[Any, dict]]
+    finish: Callable[[Any, Any, Any, Any, dict], tuple[Any, dict]]
     num_steps: int
 
 
@@ -97,13 +101,18 @@ class Algorithm(NamedTuple):
 
     Attributes:
       init: ``init(key [2]) -> TrainState``.
-      update: ``update(state) -> (state, metrics)``; pure; metrics per the module docstring.
+      update: ``update(state, hyperparams=None) -> (state, metrics)``; pure; metrics per
+        the module docstring. ``hyperparams``: ``{name: value}`` for some of
+        ``hyperparams``' names (tensors: a sweep's, batched under vmap), used instead of
+        the Config's numbers.
       policy: ``policy(params, obs, key=None, mode="mode") -> action``; exportable with
         ``fxrl.export`` (preprocessing included: it takes raw env observations).
       config: the Config the algorithm was made from.
       env: the pure env (one, unbatched, as ``fxrl.envs.make`` builds it) the agent acts
         in; evaluation and export take observation and action specs from it.
       steps_per_update: env steps one ``update`` takes per seed.
+      hyperparams: ``{field: the Config's value}``: the numbers ``update`` reads only as
+        values, which a sweep may vary (none: the update takes no ``hyperparams``).
     """
 
     init: Callable[..., Any]
@@ -112,6 +121,7 @@ class Algorithm(NamedTuple):
     config: Any
     env: Env
     steps_per_update: int
+    hyperparams: Mapping[str, float] = MappingProxyType({})
 
 
 # ------------------------------------------------------------------------------ configs
@@ -137,13 +147,10 @@ def check_env_id(config: Any, field: str = "env", *, host: bool = False) -> None
     module is imported: it registers the id), or a host env, ``"gymnasium:<id>"`` or
     ``"ale:<Game>"`` (where ``host``: the algorithm trains on host envs). An unknown id
     fails with the closest known id and the full list."""
-    from fxrl.envs import registry
 
     env_id = getattr(config, field)
     check_config(config, field, isinstance(env_id, str), "an env id (a string)")
     if registry.is_host_id(env_id):
-        from fxrl.algorithms import host as host_envs
-
         check_config(config, field, host, "a pure env id: this algorithm trains on pure envs")
         problem = host_envs.check_id(env_id)
         check_config(config, field, not problem, f"a host env that exists: {problem}")
@@ -177,160 +184,58 @@ def check_positive(config: Any, *fields: str) -> None:
         check_config(config, f, ok, "a positive int")
 
 
-# ------------------------------------------------------------------------------ sweeps
+# ------------------------------------------------------------------------------ hyperparameters
 
 
-def sweepable(config: Any) -> tuple[str, ...]:
-    """The fields of ``config`` a sweep may vary: its algorithm module's ``SWEEPABLE``.
-
-    They are the numbers that enter ``update`` only as values (learning rates, loss
-    weights, discounts, noise scales), which the algorithm reads without Python branches,
-    so a tensor of them can be vmapped over. Structural fields (sizes, counts, switches,
-    anything ``init`` reads) are not among them.
-    """
-    module = sys.modules.get(type(config).__module__)
-    return tuple(getattr(module, "SWEEPABLE", ()))
-
-
-def _config_name(config: Any) -> str:
-    return f"{type(config).__module__.rsplit('.', 1)[-1]}.{type(config).__name__}"
-
-
-def check_sweep(config: Any, sweep: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, ...]]:
-    """``sweep`` checked against ``config``'s algorithm, values as floats.
+def hyperparams(
+    config: Any, dtypes: Mapping[str, torch.dtype], given: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The numbers an ``update`` reads of ``config`` only as values, as it uses them.
 
     Args:
-      config: the algorithm's Config (its swept fields' own values are not used).
-      sweep: ``{field: [value, ...]}``, e.g. ``{"lr": [1e-4, 3e-4], "ent_coef": [0, 0.01]}``.
+      config: the algorithm's Config; its fields named in ``dtypes`` are the defaults.
+      dtypes: ``{field: dtype}``, the algorithm's ``HYPERPARAMS``: a tensor given for a
+        field is cast to its dtype, the one the Config's Python float is computed in
+        (float64 where it meets float64 math, such as PPO's annealed lr; float32 where it
+        meets float32 tensors). A float64 tensor cast here rounds as that float does.
+      given: ``{field: value}`` for some of them: tensors (a sweep's, one per agent under
+        vmap) or numbers.
     Returns:
-      ``{field: (float, ...)}`` in the order given.
+      ``{field: value}`` for every field of ``dtypes``: the given one, else the Config's.
     Raises:
-      ValueError: one line: a field that cannot be swept (with the closest sweepable name
-        and the list of those that can), a value that is not a number, a repeated value, or
-        a combination that ``Config`` itself refuses (its own message).
+      ValueError: a given name that is not one of ``dtypes`` (one line, the closest name).
     """
-    name, allowed = _config_name(config), sweepable(config)
-    if not allowed:
-        raise ValueError(
-            f"{name} has no sweepable fields: sweeps are supported for ppo, dqn, sac and td3 "
-            "(recurrent PPO and task ensembles: not yet). Train one run per setting instead."
-        )
-    if not isinstance(sweep, Mapping) or not sweep:
-        raise ValueError(f"sweep: expected {{field: [values]}} for {name}, got {sweep!r}.")
-    fields = {f.name for f in dataclasses.fields(config)}
-    out: dict[str, tuple[float, ...]] = {}
-    for field, values in sweep.items():
-        if field not in allowed:
-            close = closest(field, allowed, cutoff=0.5)
+    out = {field: getattr(config, field) for field in dtypes}
+    for field, value in (given or {}).items():
+        if field not in dtypes:
+            close = closest(field, list(dtypes), cutoff=0.5)
             guess = f" Did you mean {close!r}?" if close else ""
-            why = (
-                "structural (it sets shapes, loop counts or code paths, or init reads it)"
-                if field in fields
-                else f"not a field of {name}"
-            )
             raise ValueError(
-                f"cannot sweep {field!r}: it is {why}.{guess} Fields of {name} that can be "
-                f"swept: {', '.join(allowed)}."
+                f"update: {field!r} is not a hyperparameter of {config_name(config)}.{guess} "
+                f"Its hyperparameters: {', '.join(dtypes)}."
             )
-        values = (
-            list(values)
-            if isinstance(values, Sequence) and not isinstance(values, str)
-            else [values]
-        )
-        ok = len(values) > 0 and all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            for v in values
-        )
-        if not ok:
-            raise ValueError(
-                f"sweep {field}: expected a non-empty list of finite numbers, got {values!r}."
-            )
-        floats = tuple(float(v) for v in values)
-        if len(set(floats)) != len(floats):
-            raise ValueError(
-                f"sweep {field}: the values {list(floats)} repeat one; list each once."
-            )
-        out[field] = floats
-    for combo in combinations(out):
-        dataclasses.replace(config, **combo)  # each combination passes the Config's checks
+        out[field] = value.to(dtypes[field]) if isinstance(value, Tensor) else value
     return out
-
-
-def combinations(sweep: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
-    """Every combination of a sweep's values: ``itertools.product`` over the fields in the
-    order given (the last field varies fastest)."""
-    fields = list(sweep)
-    return [dict(zip(fields, values, strict=True)) for values in itertools.product(*sweep.values())]
-
-
-def _number(value: float) -> str:
-    short = f"{value:g}"
-    return short if float(short) == value else repr(float(value))
-
-
-def combination_names(sweep: Mapping[str, Sequence[float]]) -> list[str]:
-    """``["lr=0.0001,ent_coef=0", ...]``: one name per combination, in ``combinations`` order."""
-    return [",".join(f"{k}={_number(v)}" for k, v in c.items()) for c in combinations(sweep)]
-
-
-def with_numbers(config: Any, numbers: Mapping[str, Any]) -> Any:
-    """A copy of the frozen ``config`` with ``numbers`` (tensors: one agent's swept values,
-    batched under vmap) in place of its fields. ``Config.__post_init__``'s checks are not
-    run: they read values in Python, which a batched tensor has not; ``check_sweep`` ran
-    them on each combination's plain numbers."""
-    new = copy.copy(config)
-    for field, value in numbers.items():
-        object.__setattr__(new, field, value)
-    return new
-
-
-# Envs built before a sweep's trace, by id (see make_env); None outside a sweep.
-_BUILT_ENVS: contextvars.ContextVar[Mapping[str, Env] | None] = contextvars.ContextVar(
-    "fxrl_built_envs", default=None
-)
 
 
 def make_env(env_id: str, check: Callable[[Env], None] | None = None, **params: Any) -> Env:
     """``fxrl.envs.make(env_id, **params)`` then ``check(env)`` (an algorithm's checks that the env
-    suits it), as an algorithm's ``make`` calls it; inside a sweep's update, the env the
-    sweep built and checked once before tracing, returned as it is. A sweep runs ``make``
-    inside its vmapped (and compiled) update, where building or checking an env would
-    trace its constructor and checks (which read spec values in Python, impossible on a
-    trace's tensors), and would redo them on every eager update. Envs are pure and
-    immutable, so sharing one is the same computation. A host id (``"gymnasium:<id>"``,
+    suits it), as an algorithm's ``make`` calls it. A host id (``"gymnasium:<id>"``,
     ``"ale:<Game>"``) gives its stand-in, ``fxrl.algorithms.host.HostSpec``: the host env's
     specs; the host env itself steps between the pieces of the update."""
-    built = _BUILT_ENVS.get()
-    if built is not None and env_id in built:
-        return built[env_id]
-    from fxrl import envs
-    from fxrl.algorithms import host
 
-    if host.is_host_id(env_id):
+    if host_envs.is_host_id(env_id):
         if params:
             raise ValueError(
                 f"{env_id} is a host env: its settings are gymnasium's or ALE's, not env "
                 f"params ({sorted(params)}); drop env_params."
             )
-        env: Env = host.spec_env(env_id)
+        env: Env = host_envs.spec_env(env_id)
     else:
         env = envs.make(env_id, **params)
     if check is not None:
         check(env)
     return env
-
-
-def adam(learning_rate: Any, *, eps: float = 1e-8) -> optim.GradientTransformation:
-    """``optim.adam(learning_rate, eps=eps)``, also for a tensor learning rate (a swept
-    one, which ``optim.adam``'s Python check cannot read): the same chain and state."""
-    if not isinstance(learning_rate, Tensor):
-        return optim.adam(learning_rate, eps=eps)
-    # -lr * g in the update, nothing computed here (make runs outside a compiled trace)
-    step = optim.GradientTransformation(
-        lambda params: optim.EmptyState(),
-        lambda g, s, p=None: (tree.map(lambda x: -learning_rate * x, g), s),
-    )
-    return optim.chain(optim.scale_by_adam(eps=eps), step)
 
 
 # ------------------------------------------------------------------------------ metrics
@@ -361,276 +266,13 @@ def episode_metrics(done: Tensor, episode_return: Tensor, episode_length: Tensor
     }
 
 
-# ------------------------------------------------------------------------------ loops
-
-
-def _copy(out: Any) -> Any:
-    # Under scan an output may not alias an input, views included (a passed-through env
-    # param, a reshape): copy every leaf; inductor fuses the copies into the producers.
-    # Contiguous copies also give init and carry the same strides (vmapped resets make
-    # stride-0 params), which scan requires.
-    fmt = torch.contiguous_format
-    return tree.map(lambda x: x.clone(memory_format=fmt) if isinstance(x, Tensor) else x, out)
-
-
-def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any) -> tuple[Any, Any]:
-    """``carry, ys = scan(body, carry, xs)``: ``body(carry, x) -> (carry, y)`` over the
-    leading dim of ``xs`` (a pytree, or an int ``n`` for ``x = 0..n-1``), ``ys`` stacked
-    along a new leading dim: ``jax.lax.scan``.
-
-    Traced by ``fxrl.compile`` (or ``torch.compile``) it is torch's ``scan`` operator: the
-    body is traced and compiled once and runs as a loop inside the program, whatever the
-    length. In eager code it is a Python loop (the same numbers, without the operator's
-    eager overheads under vmap). ``y`` must be a dict, tuple or list of tensors. The body
-    may read the traced function's tensors through its closure (params, a replay
-    buffer): they become the loop's read-only extra inputs, found through closures,
-    nested functions, partials, pytrees and dataclass fields (not through attributes of
-    other objects).
-    A scan may run inside another scan's body (both rolled: a loop in a loop). A scan
-    cannot be differentiated by ``torch.func.grad`` (torch's scan operator has no grad
-    rule): differentiate a rolled loop with ``scan_vjp``.
-    """
-    if isinstance(xs, int):
-        xs = torch.arange(xs, device=_device_of(carry))
-    if torch.compiler.is_compiling():
-        return _dynamo_scan(body, carry, xs)
-    from fxrl.compile import is_tracing
-
-    if is_tracing():
-        return _traced_scan(body, carry, xs)
-    ys = []
-    length = tree.leaves(xs)[0].shape[0]
-    for i in range(length):
-        carry, y = body(carry, tree.map(lambda x, i=i: x[i], xs))
-        ys.append(y)
-    return carry, tree.stack(ys)
+# ------------------------------------------------------------------------------ batched
 
 
 def _device_of(tree_: Any) -> torch.device | None:
     """The device of the first tensor in ``tree_`` (None: it holds none)."""
     leaves = [x for x in tree.leaves(tree_) if isinstance(x, Tensor)]
     return leaves[0].device if leaves else None
-
-
-def scan_vjp(
-    body: Callable[[Any, Any, Any], tuple[Any, Any]], params: Any, carry: Any, xs: Any
-) -> tuple[Any, Any, Callable[[Any, Any], tuple[Any, Any, Any]]]:
-    """``carry, ys, vjp_fn = scan_vjp(body, params, carry, xs)``: ``scan`` of
-    ``body(params, carry, x) -> (carry, y)`` and its vector-Jacobian product, as
-    ``torch.func.vjp`` gives one: backpropagation through time over a rolled loop.
-
-    ``vjp_fn(d_carry, d_ys) -> (d_params, d_carry0, d_xs)`` takes cotangents of the final
-    carry (``None``: zeros, a carry the loss does not read) and of ``ys``, and returns the
-    gradients with respect to ``params``, the initial ``carry`` and ``xs`` (``None`` for
-    the leaves of ``xs`` that are not floating point, such as reset flags). The forward
-    loop keeps the carry before every step; the backward is a second ``scan``, in reverse,
-    whose body takes ``torch.func.vjp`` of ``body`` at that step and adds up the params'
-    gradients. Both are rolled under ``fxrl.compile`` (a ``torch.func.grad`` through
-    ``scan`` is not possible: torch's scan operator has no grad rule), and both are
-    Python loops in eager code.
-
-    ``body`` must read what is differentiated through ``params``, ``carry`` and ``x``
-    only: a tensor it reads through its closure gets no gradient. The gradients equal
-    autograd's through the unrolled loop up to float rounding (the params' gradients
-    are summed over steps in reverse order).
-    """
-
-    def forward(c: Any, x: Any) -> tuple[Any, dict]:
-        new_c, y = body(params, c, x)
-        return new_c, {"y": y, "carry": c}
-
-    final, out = scan(forward, carry, xs)
-    ys, carries = out["y"], out["carry"]
-    x_leaves, x_spec = tree.leaves(xs), tree.structure(xs)
-    is_float = [t.is_floating_point() for t in x_leaves]
-
-    def vjp_fn(d_carry: Any, d_ys: Any) -> tuple[Any, Any, Any]:
-        d_carry = tree.map(torch.zeros_like, final) if d_carry is None else d_carry
-
-        def back(acc: tuple, step: tuple) -> tuple[tuple, list]:
-            d_c, d_p = acc
-            c, x, d_y = step
-            x_list = tree.leaves(x)
-
-            def at_step(p: Any, c_: Any, floats: list) -> tuple[Any, Any]:
-                it = iter(floats)
-                x_ = [next(it) if f else v for v, f in zip(x_list, is_float, strict=True)]
-                return body(p, c_, tree.unflatten(x_spec, x_))
-
-            floats = [v for v, f in zip(x_list, is_float, strict=True) if f]
-            _, pull = torch.func.vjp(at_step, params, c, floats)
-            g_p, g_c, g_x = pull((d_c, d_y))
-            return (g_c, tree.map(torch.add, d_p, g_p)), g_x
-
-        rev = tree.map(lambda v: v.flip(0), (carries, xs, d_ys))
-        zeros = tree.map(torch.zeros_like, params)
-        (d_carry0, d_params), d_floats = scan(back, (d_carry, zeros), rev)
-        it = iter(v.flip(0) for v in d_floats)
-        d_xs = [next(it) if f else None for f in is_float]
-        return d_params, d_carry0, tree.unflatten(x_spec, d_xs)
-
-    return final, ys, vjp_fn
-
-
-def _lift(obj: Any, found: list[Tensor], seen: set[int], depth: int = 0) -> Any:
-    """A template of ``obj`` (a loop body, or what its closure holds) in which every
-    tensor of the trace in progress is replaced by its index in ``found``; ``None`` where
-    ``obj`` holds none. The rolled loop takes those tensors as extra inputs (torch's scan
-    cannot capture another graph's tensors), and ``_build`` makes the body read them.
-    Looks through closures, nested functions, partials, pytrees and the fields of other
-    dataclasses (a Config holding a sweep's traced numbers); objects such as envs and
-    networks hold real constant tensors, which a loop may read as they are."""
-    if depth > 16 or id(obj) in seen:
-        return None
-    if isinstance(obj, Tensor):
-        from fxrl.compile import is_traced
-
-        if not is_traced(obj):
-            return None
-        for i, t in enumerate(found):
-            if t is obj:
-                return ("tensor", i)
-        found.append(obj)
-        return ("tensor", len(found) - 1)
-    seen = seen | {id(obj)}
-    if isinstance(obj, types.FunctionType) and obj.__closure__:
-        cells = [
-            _lift(c.cell_contents, found, seen, depth + 1) if _has_contents(c) else None
-            for c in obj.__closure__
-        ]
-        return ("function", obj, cells) if any(c is not None for c in cells) else None
-    if isinstance(obj, functools.partial):
-        parts = [_lift(v, found, seen, depth + 1) for v in (obj.func, *obj.args)]
-        kw = {k: _lift(v, found, seen, depth + 1) for k, v in obj.keywords.items()}
-        changed = any(p is not None for p in parts) or any(v is not None for v in kw.values())
-        return ("partial", obj, parts, kw) if changed else None
-    if isinstance(obj, list | tuple | dict) or (
-        dataclasses.is_dataclass(obj) and not isinstance(obj, type)
-    ):
-        leaves = tree.leaves(obj)
-        if len(leaves) == 1 and leaves[0] is obj:
-            # a dataclass that is no pytree node (a frozen Config, whose swept fields are
-            # tensors of the trace under a sweep): look at its fields
-            fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-            parts_by_name = {k: _lift(v, found, seen, depth + 1) for k, v in fields.items()}
-            changed = {k: p for k, p in parts_by_name.items() if p is not None}
-            return ("fields", obj, changed) if changed else None
-        parts = [_lift(v, found, seen, depth + 1) for v in leaves]
-        if any(p is not None for p in parts):
-            return ("tree", tree.structure(obj), leaves, parts)
-    return None
-
-
-def _build(obj: Any, template: Any, values: list[Tensor]) -> Any:
-    """``obj`` rebuilt from ``_lift``'s template with ``values`` in place of the lifted
-    tensors (a new function object with new closure cells; the original is untouched)."""
-    if template is None:
-        return obj
-    kind = template[0]
-    if kind == "tensor":
-        return values[template[1]]
-    if kind == "function":
-        fn, cells = template[1], template[2]
-        closure = tuple(
-            c if t is None else types.CellType(_build(c.cell_contents, t, values))
-            for c, t in zip(fn.__closure__, cells, strict=True)
-        )
-        new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, closure)
-        new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
-        return new
-    if kind == "partial":
-        p, parts, kw = template[1], template[2], template[3]
-        func, *args = (_build(v, t, values) for v, t in zip((p.func, *p.args), parts, strict=True))
-        keywords = {k: _build(v, kw[k], values) for k, v in p.keywords.items()}
-        return functools.partial(func, *args, **keywords)
-    if kind == "fields":
-        new_obj = copy.copy(template[1])  # frozen: set the fields as __init__ would
-        for name, t in template[2].items():
-            object.__setattr__(new_obj, name, _build(getattr(template[1], name), t, values))
-        return new_obj
-    spec, leaves, parts = template[1], template[2], template[3]
-    return tree.unflatten(spec, [_build(v, t, values) for v, t in zip(leaves, parts, strict=True)])
-
-
-def _batched_like(tensors: list[Tensor], refs: Sequence[Any]) -> list[Tensor]:
-    """``tensors`` batched along every vmap level any of ``refs`` is batched at (values
-    unchanged). Under vmap, a carry that starts unbatched (zeros) but becomes batched in
-    the body (it reads a batched param) would change shape between iterations, which
-    torch's scan refuses; so every carry leaf, going in and coming out, is batched alike."""
-    from torch._C import _functorch
-
-    # one (the smallest) reference per distinct set of vmap levels: reading every
-    # batched input would make the loop read all of them (a whole replay buffer, which
-    # inductor then copies rather than write it in place after the loop)
-    by_levels: dict[tuple[int, ...], Tensor] = {}
-    for r in refs:
-        if isinstance(r, Tensor) and _functorch.is_batchedtensor(r) and r.numel():
-            levels, t = [], r
-            while _functorch.is_batchedtensor(t):
-                levels.append(_functorch.maybe_get_level(t))
-                t = _functorch.get_unwrapped(t)
-            key = tuple(levels)
-            if key not in by_levels or r.numel() < by_levels[key].numel():
-                by_levels[key] = r
-    batched = list(by_levels.values())
-    if not batched:
-        return tensors
-    flag = torch.zeros_like(batched[0].reshape(-1)[:1], dtype=torch.bool).squeeze(0)
-    for r in batched[1:]:
-        flag = flag | torch.zeros_like(r.reshape(-1)[:1], dtype=torch.bool).squeeze(0)
-    return [torch.where(flag, t, t) for t in tensors]
-
-
-def _has_contents(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018
-    except ValueError:  # an empty cell (a name assigned later)
-        return False
-    return True
-
-
-def _traced_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
-    """``scan`` as torch's scan operator, called directly: its Python wrapper runs dynamo,
-    which refuses to trace under an enclosing vmap (``fxrl.compile(vmap(update))``)."""
-    from torch._higher_order_ops.scan import scan_op
-
-    carry_leaves, carry_spec = tree.leaves(carry), tree.structure(carry)
-    xs_leaves, xs_spec = tree.leaves(xs), tree.structure(xs)
-    n, m = len(carry_leaves), len(xs_leaves)
-    y_spec: list[Any] = []
-    # tensors of the traced function that the body reads through its closure: passed in
-    # as the loop's extra (read-only, not copied) inputs
-    consts: list[Tensor] = []
-    template = _lift(body, consts, set())
-
-    def flat_body(*args: Tensor) -> list[Tensor]:
-        fn = _build(body, template, list(args[n + m :]))
-        new_c, y = fn(
-            tree.unflatten(carry_spec, list(args[:n])),
-            tree.unflatten(xs_spec, list(args[n : n + m])),
-        )
-        y_leaves = tree.leaves(y)
-        y_spec.append(tree.structure(y))
-        return _copy(_batched_like([*tree.leaves(new_c), *y_leaves], args))
-
-    init = _copy(_batched_like(carry_leaves, [*carry_leaves, *xs_leaves, *consts]))
-    out = scan_op(flat_body, init, xs_leaves, tuple(consts))
-    return tree.unflatten(carry_spec, list(out[:n])), tree.unflatten(y_spec[-1], list(out[n:]))
-
-
-def _dynamo_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
-    # scan's body must return containers of tensors, not dataclasses: flatten the carry
-    # (its structure is known before tracing); ys must be dicts/tuples/lists of tensors.
-    from torch._higher_order_ops.scan import scan as _scan
-
-    carry_spec, xs_spec = tree.structure(carry), tree.structure(xs)
-
-    def flat_body(c: list, x: list) -> tuple[list, Any]:
-        new_c, y = body(tree.unflatten(carry_spec, c), tree.unflatten(xs_spec, x))
-        return _copy(tree.leaves(new_c)), _copy(y)
-
-    c, ys = _scan(flat_body, _copy(tree.leaves(carry)), tree.leaves(xs))
-    return tree.unflatten(carry_spec, c), ys
 
 
 def _contiguous(tree_: Any) -> Any:
@@ -651,7 +293,7 @@ def batched(
     ``init(key [2])`` splits the key into one per seed; states and metrics have a leading
     [num_seeds] dim when ``num_seeds > 1`` (none for 1). ``update`` is
     ``vmap(algo.update)`` for all seeds at once, compiled as one ``fxrl.compile``
-    program (its ``core.scan`` loops rolled, so compile time does not grow with the loop
+    program (its ``fxrl.scan`` loops rolled, so compile time does not grow with the loop
     lengths). ``compile`` is True (inductor), a backend name ("aot_eager", "eager": a
     ``torch.compile``) or False (eager, vmapped).
     The run loop (progress bars, checkpoints) calls these instead of ``algo.init/update``.
@@ -660,23 +302,20 @@ def batched(
     the values (``combinations``) x ``num_seeds`` seeds as one vmapped update over
     ``C * num_seeds`` agents (a leading dim, also for one agent): agent ``c * num_seeds +
     s`` is seed ``s`` (the key a run without the sweep gives seed ``s``) of combination
-    ``c``. The swept fields (``sweepable(config)``) become tensors that the update is
-    vmapped over: inside it the algorithm is built by ``make(with_numbers(config,
-    values))``, as PureJaxRL vmaps its ``make_train`` over learning rates. A Python float
-    takes the dtype of the tensor it acts on; the tensors reproduce that: float32, except
-    the fields the module lists in ``SWEEP_FLOAT64`` (those that meet float64 math, such
-    as PPO's annealed lr, and otherwise only tensors with dims, which cast them to
-    float32 as they would a Python float). ``compile=True`` compiles the whole vmapped
-    sweep update as one ``fxrl.compile`` program (loops rolled, ``make`` traced with the
-    env built once before, see ``make_env``); ``compile=False`` runs it eager; a
-    ``torch.compile`` backend name is refused.
+    ``c``. The swept fields (some of ``algo.hyperparams``) are tensors of one value per
+    agent, passed to ``vmap(algo.update)(states, values)``: PureJaxRL's way, numbers as
+    arguments vmapped over. They are float64, which each update casts to the dtype its
+    Config's float is computed in (``hyperparams``), so every agent computes what a run
+    of its own Config computes. ``compile=True`` compiles the whole vmapped sweep update
+    as one ``fxrl.compile`` program (loops rolled; the values are its inputs, not
+    constants baked in); ``compile=False`` runs it eager; a ``torch.compile`` backend
+    name is refused.
     """
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"batched: num_seeds must be a positive int, got {num_seeds!r}.")
-    from fxrl.algorithms import host
 
-    if host.is_host_id(getattr(algo.config, "env", None)):  # gymnasium or ALE steps
-        return host.batched(algo, num_seeds, compile, sweep)
+    if host_envs.is_host_id(getattr(algo.config, "env", None)):  # gymnasium or ALE steps
+        return host_envs.batched(algo, num_seeds, compile, sweep)
     if sweep is not None:
         return _swept(algo, num_seeds, compile, sweep)
     if num_seeds == 1:
@@ -688,8 +327,6 @@ def batched(
 
         update = torch.func.vmap(algo.update)
     if compile is True:
-        from fxrl.compile import compile as fxrl_compile
-
         return init, fxrl_compile(update)
     if compile:  # a torch.compile backend name ("aot_eager", "eager")
         update = torch.compile(update, backend=compile, fullgraph=True, dynamic=False)
@@ -699,59 +336,29 @@ def batched(
 def _swept(
     algo: Algorithm, num_seeds: int, compile: bool | str, sweep: Mapping[str, Sequence[float]]
 ) -> tuple[Callable[[Tensor], Any], Callable[[Any], tuple[Any, dict]]]:
-    config = algo.config
-    module = sys.modules[type(config).__module__]
-    combos = combinations(check_sweep(config, sweep))
-    wide = getattr(module, "SWEEP_FLOAT64", ())
-    numbers = {
-        f: torch.tensor(
-            [c[f] for c in combos for _ in range(num_seeds)],
-            dtype=torch.float64 if f in wide else torch.float32,
-            device="cpu",  # moved to the agents' device by each update (on_device)
-        )
-        for f in combos[0]
-    }
+    combos = sweeps.combinations(check_sweep(algo, sweep))
+    values = sweeps.values(combos, num_seeds)  # on the CPU, moved by each update (on_device)
 
     def init(key: Tensor) -> Any:
         keys = key.unsqueeze(0) if num_seeds == 1 else random.split(key, num_seeds)
         return _contiguous(torch.func.vmap(algo.init)(keys.repeat(len(combos), 1)))
 
-    env_id = getattr(config, "env", None)
-    # made and checked for this config by make(config) (the algo passed in): shared
-    built = {env_id: algo.env} if isinstance(env_id, str) else {}
-
-    def one(values: dict, state: Any) -> tuple[Any, dict]:
-        token = _BUILT_ENVS.set(built)
-        try:
-            return module.make(with_numbers(config, values)).update(state)
-        finally:
-            _BUILT_ENVS.reset(token)
-
-    def all_agents(values: dict, state: Any) -> tuple[Any, dict]:
-        return torch.func.vmap(one)(values, state)
-
-    def on_device(state: Any) -> dict:  # the numbers go where the agents are
+    def on_device(state: Any) -> dict:  # the values go where the agents are
         device = _device_of(state)
-        return {k: v.to(device) for k, v in numbers.items()}
+        return {k: v.to(device) for k, v in values.items()}
 
+    all_agents = torch.func.vmap(algo.update)
     if compile is True:
-        from fxrl.compile import compile as fxrl_compile
-
-        # the numbers are an input (not constants baked in): one program per sweep shape
-        program = fxrl_compile(all_agents)
-
-        def update(state: Any) -> tuple[Any, dict]:
-            return program(on_device(state), state)
-
-        return init, update
-    if compile:
+        # the values are an input (not constants baked in): one program per sweep shape
+        all_agents = fxrl_compile(all_agents)
+    elif compile:
         raise ValueError(
             f"batched: a sweep compiles with compile=True (fxrl.compile), not with the "
             f"torch.compile backend {compile!r}. Pass compile=True, or compile=False (eager)."
         )
 
     def update(state: Any) -> tuple[Any, dict]:
-        return all_agents(on_device(state), state)
+        return all_agents(state, on_device(state))
 
     return init, update
 
@@ -809,6 +416,37 @@ def train(
     return state, tree.stack(history)
 
 
+def trainer(make: Callable[[Any], Any]) -> Callable[..., tuple[Any, dict]]:
+    """The ``train`` of the algorithm that ``make`` builds: every algorithm module's
+    ``train`` is ``core.trainer(make)``, one function for all of them.
+
+    Returns:
+      ``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state,
+      metrics)``: ``core.train(make(config), ...)`` for ``config.total_steps`` env steps
+      per seed, seeds vmapped in one program; the final TrainState (leading [num_seeds]
+      dim when ``num_seeds > 1``) and each metric stacked per iteration ``[iterations,
+      (seeds)]``. ``compile``: True (the whole update one ``fxrl.compile`` program, its
+      loops rolled), a ``torch.compile`` backend name, or False (eager).
+    """
+
+    def train_(
+        config: Any,
+        key: Tensor,
+        num_seeds: int = 1,
+        *,
+        compile: bool | str = True,
+        callback: Callable[[int, dict], None] | None = None,
+    ) -> tuple[Any, dict]:
+        return train(make(config), key, num_seeds, compile=compile, callback=callback)
+
+    train_.__module__, train_.__name__, train_.__qualname__ = make.__module__, "train", "train"
+    train_.__doc__ = (
+        f"Train ``{make.__module__}.make(config)`` for ``config.total_steps`` env steps per "
+        "seed, seeds vmapped in one program (``fxrl.algorithms.core.trainer``)."
+    )
+    return train_
+
+
 def whole_training(
     algo: Algorithm,
     num_updates: int,
@@ -832,9 +470,8 @@ def whole_training(
     17 ms per iteration for a 1M x 9 float32 buffer on one core): slower than the Python
     loop it would replace.
     """
-    from fxrl.algorithms import host
 
-    if host.is_host_id(getattr(algo.config, "env", None)):
+    if host_envs.is_host_id(getattr(algo.config, "env", None)):
         raise ValueError(
             f"whole_training: {algo.config.env} is a host env, stepped in Python between "
             "the pieces of each update; train it one update per call (updates_per_call=1)."
@@ -861,94 +498,8 @@ def whole_training(
         return scan(lambda s, _: update(s), state, num_updates)
 
     if compile:
-        from fxrl.compile import compile as fxrl_compile
-
         return init, fxrl_compile(train_k)
     return init, train_k
-
-
-# ------------------------------------------------------------------------------ evaluation
-
-
-def _env_id(algo: Algorithm) -> str:
-    env_id = getattr(algo.config, "env", None)
-    if not isinstance(env_id, str):
-        raise ValueError(f"evaluate: algo.config has no env id (got env={env_id!r}).")
-    return env_id
-
-
-def evaluate(
-    algo: Algorithm,
-    params: Any,
-    episodes: int = 10,
-    *,
-    seed: int = 0,
-    mode: str = "mode",
-    gymnasium: bool = True,
-) -> Tensor:
-    """Returns of ``episodes`` episodes played by ``algo.policy(params, obs, mode=mode)``.
-
-    With ``gymnasium=True`` the episodes run in gymnasium's own env of the config's id
-    (``gymnasium.make(id)``, reset with seeds ``seed, seed+1, ...``): the judge of
-    learning. Otherwise in fxrl's pure env. ``params`` are one seed's (index a batched
-    TrainState's params with ``fxrl.tree.index(state.params, i)``).
-
-    Returns:
-      float64 [episodes] the undiscounted returns.
-    """
-    env_id = _env_id(algo)
-    returns = []
-    with torch.no_grad():
-        for e in range(episodes):
-            if gymnasium:
-                returns.append(_gym_episode(algo, params, env_id, seed + e, mode))
-            else:
-                returns.append(_pure_episode(algo, params, seed + e, mode))
-    return torch.tensor(returns, dtype=torch.float64, device=params_device(params))
-
-
-def _act(algo: Algorithm, params: Any, obs: Tensor, key: Tensor, mode: str) -> Tensor:
-    return algo.policy(params, obs, key if mode != "mode" else None, mode=mode)
-
-
-def params_device(params: Any) -> torch.device:
-    """Where ``params`` are (their first tensor's device; the CPU for none): evaluation
-    against a host env moves each observation there and each action back."""
-    return _device_of(params) or torch.device("cpu")
-
-
-def _gym_episode(algo: Algorithm, params: Any, env_id: str, seed: int, mode: str) -> float:
-    import numpy as np
-
-    env = require("gymnasium", "fxrl.algorithms.core.evaluate").make(env_id)
-    obs, _ = env.reset(seed=seed)
-    device = params_device(params)
-    key, total, done = random.key(seed, device=device), 0.0, False
-    while not done:
-        key, sub = random.split(key).unbind(0)
-        x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
-        action = _act(algo, params, x, sub, mode).cpu().numpy()
-        if action.ndim == 0:
-            action = action.item()
-        obs, reward, terminated, truncated, _ = env.step(action)
-        total += float(reward)
-        done = terminated or truncated
-    env.close()
-    return total
-
-
-def _pure_episode(algo: Algorithm, params: Any, seed: int, mode: str) -> float:
-    env = algo.env
-    key = random.key(seed, device=params_device(params))
-    key, reset_key = random.split(key).unbind(0)
-    state, ts = env.reset(reset_key)
-    total = 0.0
-    while True:
-        key, sub = random.split(key).unbind(0)
-        state, ts = env.step(state, _act(algo, params, ts.obs, sub, mode))
-        total += float(ts.reward)
-        if bool(ts.terminated | ts.truncated):
-            return total
 
 
 def config_fields(config: Any) -> dict:

@@ -14,7 +14,7 @@ gradient steps. This file holds DQN's own pieces (the Config, the Q-net, epsilon
 ``act``, the gradient step); the collect / store / sample / learn / report loop around
 them, with its warm-up before ``learning_starts``, is
 ``fxrl.algorithms.offpolicy.make_update``, shared with SAC and TD3. The loops are
-``core.scan`` (compiled as one program, each body traced once), except the gradient
+``fxrl.scan`` (compiled as one program, each body traced once), except the gradient
 steps of prioritized replay, whose priorities are written in place (a Python loop).
 
 The replay storage is written in place (DESIGN's one exception to purity): after
@@ -45,13 +45,18 @@ from fxrl.algorithms.offpolicy import (
     make_update,
 )
 
-__all__ = ["SWEEPABLE", "Config", "TrainState", "make", "make_learner", "train"]
+__all__ = ["HYPERPARAMS", "Config", "TrainState", "make", "make_learner", "train"]
 
-# Config fields that enter the update only as numbers (see ``core.batched``'s ``sweep``);
-# ``max_grad_norm`` switches clipping on or off, so it is structural.
-SWEEPABLE = ("lr", "gamma", "tau", "eps_start", "eps_end")
-# swept as float64: they meet float64 math (a schedule) or only tensors with dims
-SWEEP_FLOAT64 = ("lr", "eps_start", "eps_end")
+# Config fields the update reads only as numbers, with the dtype each is computed in
+# (``update(state, hyperparams)``; a sweep vmaps over them); the epsilons meet float64
+# math (the anneal). ``max_grad_norm`` switches clipping on or off, so it is structural.
+HYPERPARAMS = {
+    "lr": torch.float64,
+    "gamma": torch.float32,
+    "tau": torch.float32,
+    "eps_start": torch.float64,
+    "eps_end": torch.float64,
+}
 
 Learn = Callable[..., tuple[Any, Any, Any, Tensor, Any, dict[str, Tensor]]]
 
@@ -223,18 +228,23 @@ def make(config: Config) -> Algorithm:
         q = nn.atari_dqn(spec.n, in_channels=obs_shape[0])
     else:
         q = nn.mlp(obs_shape[0], spec.n, config.hidden, "relu")
-    opt = core.adam(config.lr)
-    if config.max_grad_norm > 0:
-        opt = optim.chain(optim.clip_by_global_norm(config.max_grad_norm), opt)
-    step = _gradient_step(
-        q.apply,
-        opt,
-        gamma=config.gamma,
-        double=config.double,
-        loss=config.loss,
-        tau=config.tau,
-        target_update_every=config.target_update_every,
-    )
+
+    def optimizer(hp: dict) -> optim.GradientTransformation:
+        opt = optim.adam(hp["lr"])
+        if config.max_grad_norm > 0:
+            return optim.chain(optim.clip_by_global_norm(config.max_grad_norm), opt)
+        return opt
+
+    def gradient_step(hp: dict) -> Callable[[tuple, dict], tuple[tuple, dict[str, Tensor]]]:
+        return _gradient_step(
+            q.apply,
+            optimizer(hp),
+            gamma=hp["gamma"],
+            double=config.double,
+            loss=config.loss,
+            tau=hp["tau"],
+            target_update_every=config.target_update_every,
+        )
 
     def policy(params: Any, obs: Tensor, key: Tensor | None = None, mode: str = "mode") -> Tensor:
         """Greedy action [*B] for ``obs [*B, obs_dim]``; ``mode="random"`` is epsilon-greedy
@@ -246,19 +256,21 @@ def make(config: Config) -> Algorithm:
 
         return greedy_or_noisy("dqn", action, noisy, key, mode)
 
-    def epsilon(steps: Tensor) -> Tensor:
+    def epsilon(hp: dict, steps: Tensor) -> Tensor:
         """1 before ``learning_starts`` (uniform actions), then linearly annealed."""
         annealed = exploration.linear_anneal(
-            steps, config.eps_start, config.eps_end, config.eps_decay_steps
+            steps, hp["eps_start"], hp["eps_end"], config.eps_decay_steps
         )
         return torch.where(steps < config.learning_starts, 1.0, annealed)
 
-    def act(params: Any, obs: Tensor, key: Tensor, eps: Tensor, noise: Any) -> tuple:
+    def act(hp: dict, params: Any, obs: Tensor, key: Tensor, eps: Tensor, noise: Any) -> tuple:
         greedy, _ = exploration.q_value(q.apply(params, obs))
         return exploration.egreedy(key, greedy, spec, eps), noise
 
-    def learn(learner: tuple, batch: dict, key: Tensor, learning: Tensor) -> tuple[tuple, dict]:
-        new, aux = step(learner, batch)
+    def learn(
+        hp: dict, learner: tuple, batch: dict, key: Tensor, learning: Tensor
+    ) -> tuple[tuple, dict]:
+        new, aux = gradient_step(hp)(learner, batch)
         m = {"loss": aux["loss"], "q": aux["q"]}
         if config.prioritized:
             m["priority"] = aux["td_error"].abs() + 1e-6
@@ -274,7 +286,7 @@ def make(config: Config) -> Algorithm:
             k_state,
             params,
             params,
-            opt.init(params),
+            optimizer(core.hyperparams(config, HYPERPARAMS)).init(params),
             n_step=config.n_step,
             prioritized=config.prioritized,
             alpha=config.alpha,
@@ -287,27 +299,20 @@ def make(config: Config) -> Algorithm:
         epsilon,
         act,
         learn,
+        hyperparam_dtypes=HYPERPARAMS,
         sample=_sample(config.batch_size, config.prioritized),
         n_step=config.n_step,
         prioritized=config.prioritized,
         exploration_metric="epsilon",
     )
-    return Algorithm(init, update, policy, config, env, config.num_envs * config.num_steps)
+    steps_per_update, hyperparams = (
+        config.num_envs * config.num_steps,
+        core.hyperparams(config, HYPERPARAMS),
+    )
+    return Algorithm(init, update, policy, config, env, steps_per_update, hyperparams)
 
 
-def train(
-    config: Config,
-    key: Tensor,
-    num_seeds: int = 1,
-    *,
-    compile: bool | str = True,
-    callback: Any = None,
-) -> tuple[TrainState, dict]:
-    """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program.
-
-    Returns ``(state, metrics)``: the final TrainState (leading [num_seeds] dim when
-    ``num_seeds > 1``) and each metric stacked per iteration ``[iterations, (seeds)]``.
-    ``compile``: True (the whole update one ``fxrl.compile`` program, its loops rolled),
-    a backend name, or False (eager).
-    """
-    return core.train(make(config), key, num_seeds, compile=compile, callback=callback)
+train = core.trainer(make)
+"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
+``config.total_steps`` env steps per seed, seeds vmapped in one program
+(``core.trainer``, the one ``train`` of every algorithm)."""

@@ -224,10 +224,14 @@ class _Driver:
         self.ale = self.env_id.startswith("ale:")
         per_update = algo.steps_per_update
         self.max_steps = math.ceil(algo.config.total_steps / per_update) * self.collect.num_steps
-        vmap = torch.func.vmap
-        self.begin = vmap(self.collect.begin)  # reads the state's fields: nothing to compile
+        vmap, hp = torch.func.vmap, algo.hyperparams  # the Config's: a host run is no sweep
+        # reads the state's fields: nothing to compile
+        self.begin = vmap(functools.partial(self.collect.begin, hp))
         # one call per env step: the env's half of step t, then the policy's of step t + 1
-        pieces = [vmap(f) for f in (self.collect.act, self._observe_act, self.collect.finish)]
+        pieces = [
+            vmap(functools.partial(f, hp))
+            for f in (self.collect.act, self._observe_act, self.collect.finish)
+        ]
         if compile:
             pieces = [fxrl_compile(f) for f in pieces]
         self.act, self.observe_act, self.finish = pieces
@@ -296,10 +300,10 @@ class _Driver:
         metrics = {**metrics, **self._episodes(games)}
         return self._out(new), self._out(metrics)
 
-    def _observe_act(self, ctx: Any, c: Any, ts: Any) -> tuple:
+    def _observe_act(self, hp: Any, ctx: Any, c: Any, ts: Any) -> tuple:
         """``observe`` of one step, then ``act`` of the next (one program, one call)."""
-        c, seen = self.collect.observe(ctx, c, ts)
-        c_next, action, record = self.collect.act(ctx, c)
+        c, seen = self.collect.observe(hp, ctx, c, ts)
+        c_next, action, record = self.collect.act(hp, ctx, c)
         return c, seen, c_next, action, record
 
     def _start(self, state: Any) -> Any:

@@ -38,8 +38,10 @@ def _detach(params: Any) -> Any:
     return tree.map(lambda x: x.detach(), params)
 
 
-def _check(fn: str, lr: float, num_steps: int | None = None) -> None:
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+def _check(fn: str, lr: float | Tensor, num_steps: int | None = None) -> None:
+    # a [] tensor is a swept value (one per member under vmap): checked where it is made
+    tensor = isinstance(lr, Tensor) and lr.ndim == 0 and lr.is_floating_point()
+    if not tensor and (isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0):
         raise ValueError(f"{fn}: lr must be a positive number (the inner SGD step), got {lr!r}.")
     bad = not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 0
     if num_steps is not None and bad:
@@ -47,13 +49,15 @@ def _check(fn: str, lr: float, num_steps: int | None = None) -> None:
 
 
 def adapt(
-    loss_fn: LossFn, params: Any, batches: Any, *, lr: float, first_order: bool = False
+    loss_fn: LossFn, params: Any, batches: Any, *, lr: float | Tensor, first_order: bool = False
 ) -> Any:
     """Inner loop: one SGD step ``params - lr * grad(loss_fn)(params, batch)`` per batch.
 
     Args:
       loss_fn: ``loss_fn(params, batch) -> loss []``, differentiable in ``params``.
       batches: a pytree with a leading [num_steps] dim; step ``i`` uses ``batches[i]``.
+      lr: the inner step size: a positive number, or a [] float tensor (a hyperparameter
+        as data: ``vmap`` over a tensor of step sizes sweeps them).
       first_order: treat each inner gradient as a constant (no second-order term).
     Returns:
       the adapted params; differentiable in ``params`` through the inner steps.
@@ -98,7 +102,12 @@ def collect_adaptation(
 
 
 def maml_loss(
-    loss_fn: LossFn, params: Any, batches: Any, *, lr: float, first_order: bool = False
+    loss_fn: LossFn,
+    params: Any,
+    batches: Any,
+    *,
+    lr: float | Tensor,
+    first_order: bool = False,
 ) -> Tensor:
     """One task's meta-objective: ``loss_fn`` of the adapted params on the last batch.
 

@@ -38,6 +38,7 @@ from torch import Tensor
 from fxrl import buffers, envs, nn, objectives, optim, random, specs, tree
 from fxrl.algorithms import core
 from fxrl.algorithms.core import Algorithm, check_config
+from fxrl.scan import scan
 
 __all__ = [
     "TRANSITION_FIELDS",
@@ -51,7 +52,6 @@ __all__ = [
     "init_state",
     "make_update",
     "sample_uniform",
-    "split",
     "train_host",
     "transitions",
     "twin_init",
@@ -151,7 +151,7 @@ def twin_init(critic: nn.Model, key: Tensor) -> Any:
 
 def adam_parts(lrs: dict[str, Any]) -> tuple[Callable, Callable]:
     """One Adam per top-level part of params: ``(init(params), step(grads, state, params))``."""
-    opts = {name: core.adam(lr) for name, lr in lrs.items()}
+    opts = {name: optim.adam(lr) for name, lr in lrs.items()}
 
     def init(params: dict) -> dict:
         return {name: opt.init(params[name]) for name, opt in opts.items()}
@@ -189,11 +189,6 @@ def greedy_or_noisy(
 # ------------------------------------------------------------------------------ pieces
 
 
-def split(key: Tensor, num: int) -> list[Tensor]:
-    """``num`` keys from ``key``, as a list."""
-    return list(random.split(key, num).unbind(-2))
-
-
 def transitions(traj: dict[str, Tensor], n_step: int = 1, gamma: float = 0.99) -> dict:
     """A rollout's ``[T, N]`` steps as ``[T * N]`` replay transitions (``TRANSITION_FIELDS``);
     with ``n_step > 1``, n-step transitions (cut at episode and rollout ends) with their
@@ -218,7 +213,7 @@ def sample_uniform(batch_size: int) -> Callable[[Any, Tensor], tuple[dict, Tenso
     one half of ``key``, the other half left for the gradient step (SAC's, TD3's)."""
 
     def sample(buffer: Any, key: Tensor) -> tuple[dict, Tensor]:
-        k_sample, k_learn = split(key, 2)
+        k_sample, k_learn = random.split(key, 2).unbind(-2)
         batch, _ = buffers.sample(buffer, k_sample, batch_size)
         return batch, k_learn
 
@@ -272,10 +267,11 @@ def init_state(
 def make_update(
     config: Any,
     benv: envs.Env,
-    exploration: Callable[[Tensor], Tensor],
-    act: Callable[[Any, Tensor, Tensor, Tensor, Any], tuple[Tensor, Any]],
-    learn: Callable[[Learner, dict, Tensor, Tensor], tuple[Learner, dict[str, Tensor]]],
+    exploration: Callable[[dict, Tensor], Tensor],
+    act: Callable[[dict, Any, Tensor, Tensor, Tensor, Any], tuple[Tensor, Any]],
+    learn: Callable[[dict, Learner, dict, Tensor, Tensor], tuple[Learner, dict[str, Tensor]]],
     *,
+    hyperparam_dtypes: dict[str, torch.dtype],
     sample: Callable[[Any, Tensor], tuple[dict, Tensor]] | None = None,
     n_step: int = 1,
     prioritized: bool = False,
@@ -283,36 +279,43 @@ def make_update(
 ) -> Callable[[TrainState], tuple[TrainState, dict[str, Tensor]]]:
     """The update of an off-policy agent from its pieces.
 
+    Every piece takes ``hp`` first: the update's hyperparameters (``core.hyperparams``:
+    the Config's numbers, or a sweep's tensors for some).
+
     Args:
-      exploration: ``exploration(steps [] int64) -> explore``, read once per update from
-        the env steps before it: DQN's epsilon, SAC's and TD3's "uniform actions still?".
-      act: ``act(params, obs [N, O], key [2], explore, noise) -> (action [N, ...],
+      exploration: ``exploration(hp, steps [] int64) -> explore``, read once per update
+        from the env steps before it: DQN's epsilon, SAC's and TD3's "uniform actions
+        still?".
+      act: ``act(hp, params, obs [N, O], key [2], explore, noise) -> (action [N, ...],
         noise)``; ``noise`` is the acting-noise state carried in the TrainState (``{}``
         for none; every leaf ``[N, ...]``, zeroed where an episode ended, so that
         correlated noise starts afresh with each episode).
-      learn: ``learn(learner, batch, key, learning) -> (learner, metrics)``, one
+      learn: ``learn(hp, learner, batch, key, learning) -> (learner, metrics)``, one
         gradient step on a sampled ``batch``; ``learner = (params, target_params,
         opt_state, gradient_steps)``; with ``learning`` False it returns ``learner``
         unchanged.
+      hyperparam_dtypes: the algorithm's ``HYPERPARAMS`` (``{field: dtype}``, ``gamma``
+        among them): what ``core.hyperparams`` reads of the Config.
       sample: ``sample(buffer, key) -> (batch, learn_key)``; default ``sample_uniform``.
       n_step: the replay's n-step returns (``transitions``).
       prioritized: the replay is prioritized: ``learn``'s metric ``"priority"``
         [batch_size] is written into the buffer at the sampled ``batch["index"]``
         (learning or not) and not reported; the gradient steps are then a Python loop
-        (the next sample reads the priorities just written), not a ``core.scan``.
+        (the next sample reads the priorities just written), not a ``fxrl.scan``.
       exploration_metric: report ``explore`` under this name (DQN: ``"epsilon"``).
     Returns:
-      ``update(state) -> (state, metrics)`` with ``update.learn`` and ``update.act`` (the
-      pieces ``train_host`` drives). ``fxrl.compile`` (or ``core.batched``) compiles
-      the whole update, seeds vmapped, as one program with both loops rolled.
+      ``update(state, hyperparams=None) -> (state, metrics)`` with ``update.learn`` and
+      ``update.act`` (the pieces ``train_host`` drives). ``fxrl.compile`` (or
+      ``core.batched``) compiles the whole update, seeds vmapped, as one program with both
+      loops rolled.
     """
     steps_per_update = config.num_envs * config.num_steps
     sample = sample_uniform(config.batch_size) if sample is None else sample
 
-    def act_step(params: Any, explore: Tensor, c: tuple) -> tuple[tuple, Tensor, dict]:
+    def act_step(hp: dict, params: Any, explore: Tensor, c: tuple) -> tuple[tuple, Tensor, dict]:
         obs, noise, key = c
-        key, k_act = split(key, 2)
-        action, noise = act(params, obs, k_act, explore, noise)
+        key, k_act = random.split(key, 2).unbind(-2)
+        action, noise = act(hp, params, obs, k_act, explore, noise)
         return (obs, noise, key), action, {"obs": obs, "action": action}
 
     def observe_step(c: tuple, ts: Any) -> tuple[tuple, dict]:
@@ -324,15 +327,15 @@ def make_update(
                "episode_length": ts.info["episode_length"]}  # fmt: skip
         return (ts.info["next_obs"], noise, key), out
 
-    def env_step(params: Any, explore: Tensor, carry: tuple) -> tuple[tuple, dict]:
+    def env_step(hp: dict, params: Any, explore: Tensor, carry: tuple) -> tuple[tuple, dict]:
         env_state, obs, noise, key = carry
-        c, action, record = act_step(params, explore, (obs, noise, key))
+        c, action, record = act_step(hp, params, explore, (obs, noise, key))
         env_state, ts = benv.step(env_state, action)
         (obs, noise, key), seen = observe_step(c, ts)
         return (env_state, obs, noise, key), {**record, **seen}
 
-    def add(buffer: Any, traj: dict) -> Any:
-        return buffers.add(buffer, transitions(traj, n_step, config.gamma))
+    def add(buffer: Any, traj: dict, hp: dict) -> Any:
+        return buffers.add(buffer, transitions(traj, n_step, hp["gamma"]))
 
     def prioritize(buffer: Any, batch: dict, m: dict) -> tuple[Any, dict]:
         m = dict(m)
@@ -346,26 +349,31 @@ def make_update(
         return out
 
     def loop(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
-        return core.scan(body, carry, xs)  # an int: 0..xs-1 on the carry's device
+        return scan(body, carry, xs)  # an int: 0..xs-1 on the carry's device
 
-    def begin(state: TrainState) -> tuple[tuple, tuple]:
-        key, k_roll, k_learn = split(state.key, 3)
-        explore = exploration(state.steps)
+    def begin(hp: dict, state: TrainState) -> tuple[tuple, tuple]:
+        key, k_roll, k_learn = random.split(state.key, 3).unbind(-2)
+        explore = exploration(hp, state.steps)
         return (state.params, explore, k_learn, key), (state.obs, state.noise, k_roll)
 
-    def update(state: TrainState) -> tuple[TrainState, dict[str, Tensor]]:
-        ctx, (obs, noise, k_roll) = begin(state)
+    def update(
+        state: TrainState, hyperparams: dict | None = None
+    ) -> tuple[TrainState, dict[str, Tensor]]:
+        hp = core.hyperparams(config, hyperparam_dtypes, hyperparams)
+        ctx, (obs, noise, k_roll) = begin(hp, state)
         params, explore = ctx[0], ctx[1]
         # collect: num_steps steps of num_envs envs, into the replay buffer
         carry = (state.env_state, obs, noise, k_roll)
-        carry, traj = loop(lambda c, _: env_step(params, explore, c), carry, config.num_steps)
+        carry, traj = loop(lambda c, _: env_step(hp, params, explore, c), carry, config.num_steps)
         env_state, obs, noise, k_roll = carry
-        return finish(state.replace(env_state=env_state), ctx, (obs, noise, k_roll), traj)
+        return finish(hp, state.replace(env_state=env_state), ctx, (obs, noise, k_roll), traj)
 
-    def finish(state: TrainState, ctx: tuple, c: tuple, traj: dict) -> tuple[TrainState, dict]:
+    def finish(
+        hp: dict, state: TrainState, ctx: tuple, c: tuple, traj: dict
+    ) -> tuple[TrainState, dict]:
         _, explore, k_learn, key = ctx
         obs, noise, _ = c
-        buffer = add(state.buffer, traj)
+        buffer = add(state.buffer, traj, hp)
         steps = state.steps + steps_per_update
         learning = steps >= config.learning_starts
         # learn: gradient_steps steps, discarded (not branched over) before learning_starts
@@ -375,7 +383,7 @@ def make_update(
             history = []
             for k in keys.unbind(-2):
                 batch, k_step = sample(buffer, k)
-                learner, m = learn(learner, batch, k_step, learning)
+                learner, m = learn(hp, learner, batch, k_step, learning)
                 buffer, m = prioritize(buffer, batch, m)
                 history.append(m)
             m = tree.stack(history)
@@ -383,7 +391,7 @@ def make_update(
 
             def grad_step(c: Learner, k: Tensor) -> tuple[Learner, dict]:
                 batch, k_step = sample(buffer, k)
-                return learn(c, batch, k_step, learning)
+                return learn(hp, c, batch, k_step, learning)
 
             learner, m = loop(grad_step, learner, keys)
         params, target, opt_state, count = learner
@@ -401,8 +409,8 @@ def make_update(
     update.act = act  # type: ignore[attr-defined]  # acting with a noise state, for train_host
     update.collect = core.Collect(  # type: ignore[attr-defined]  # for host envs
         begin,
-        lambda ctx, c: act_step(ctx[0], ctx[1], c),
-        lambda ctx, c, ts: observe_step(c, ts),
+        lambda hp, ctx, c: act_step(hp, ctx[0], ctx[1], c),
+        lambda hp, ctx, c, ts: observe_step(c, ts),
         finish,
         config.num_steps,
     )
@@ -477,9 +485,9 @@ def train_host(
         learning = torch.tensor(stats["frames"] >= config.learning_starts)
         metrics: dict[str, Any] = {}
         for k in random.split(random.fold_in(k_learn, i), config.gradient_steps).unbind(-2):
-            k_sample, k_step = split(k, 2)
+            k_sample, k_step = random.split(k, 2).unbind(-2)
             sampled, _ = buffers.sample(buffer, k_sample, config.batch_size)
-            learner, metrics = learn(learner, sampled, k_step, learning)
+            learner, metrics = learn(algo.hyperparams, learner, sampled, k_step, learning)
         nan = torch.tensor(float("nan"))
         metrics = {k: v.float().mean() if bool(learning) else nan for k, v in metrics.items()}
         metrics.update(
@@ -517,6 +525,6 @@ def _host_policy(algo: Algorithm, ou: bool) -> Callable[..., Any]:
 
     def policy(p: Any, obs: Tensor, noise: Any, is_init: Tensor, k: Tensor) -> tuple:
         noise = tree.where(is_init, tree.map(torch.zeros_like, noise), noise)
-        return act(p, obs, k, off, noise)
+        return act(algo.hyperparams, p, obs, k, off, noise)
 
     return policy

@@ -2,18 +2,19 @@
 
 An on-policy update is three stages, each a pure function of tensors:
 
-    carry, traj = core.scan(rollout_step, carry, num_steps)     # collect [T, num_envs, ...]
+    carry, traj = scan(rollout_step, carry, num_steps)     # collect [T, num_envs, ...]
     advantage, target = advantages(traj, next_value, config)    # GAE over the trajectory
     key, index = shuffled_minibatches(key, epochs, batch, num_minibatches)
-    (params, opt_state), losses = core.scan(step, (params, opt_state), index)
+    (params, opt_state), losses = scan(step, (params, opt_state), index)
 
 The rollout step and the network are the algorithm's own (a feed-forward policy in
 ``ppo``, a recurrent core with its carry in ``recurrent_ppo``); what is the same in both
 lives here: GAE over a time-major trajectory, the epochs of shuffled minibatch indices,
 the gradient step on the clipped objective, the linearly annealed learning rate with the
 optimizer it drives, the record of one env step, and the metrics one update reports.
-Every function reads the PPO Config fields it names (``gamma``, ``gae_lambda``, ``lr``,
-``clip_eps``...), which a sweep may make tensors.
+The numbers (``lr``, ``gamma``, ``gae_lambda``, ``clip_eps``...) come as ``hp``, the
+update's hyperparameters (``HYPERPARAMS``: a sweep's tensors or the Config's floats);
+the switches (``anneal_lr``, ``clip_value``...) from the Config.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from torch import Tensor
 from fxrl import objectives, optim, random
 from fxrl.algorithms import core
 from fxrl.envs.core import TimeStep
+from fxrl.scan import scan
 
 __all__ = [
+    "HYPERPARAMS",
     "advantages",
     "annealed_lr",
     "check_config",
@@ -38,10 +41,23 @@ __all__ = [
     "make_optimizer",
     "num_updates",
     "shuffled_minibatches",
-    "split_key",
     "step_record",
     "update_metrics",
 ]
+
+
+# What PPO's and recurrent PPO's updates read of their Config only as numbers
+# (``core.hyperparams``), with the dtype each is computed in: the annealed lr meets float64
+# math (the schedule), the others float32 tensors.
+HYPERPARAMS = {
+    "lr": torch.float64,
+    "gamma": torch.float32,
+    "gae_lambda": torch.float32,
+    "clip_eps": torch.float32,
+    "ent_coef": torch.float32,
+    "vf_coef": torch.float32,
+    "max_grad_norm": torch.float32,
+}
 
 
 def check_config(config: Any) -> None:
@@ -75,36 +91,32 @@ def annealed_lr(lr: float | Tensor, grad_steps: int, updates: int) -> Callable[[
 
 
 def make_optimizer(
-    config: Any, grad_steps: int, updates: int
+    config: Any, hp: dict, grad_steps: int, updates: int
 ) -> tuple[optim.GradientTransformation, Callable[[Tensor], Tensor]]:
-    """PPO's optimizer: global-norm clipping (``max_grad_norm``), then Adam (eps 1e-5) at
-    ``lr``, annealed linearly to 0 over ``updates`` updates when ``anneal_lr``.
+    """PPO's optimizer: global-norm clipping (``hp["max_grad_norm"]``), then Adam (eps
+    1e-5) at ``hp["lr"]``, annealed linearly to 0 over ``updates`` updates when
+    ``config.anneal_lr``.
 
     Returns:
       ``(opt, lr_at)``: ``lr_at(updates_done [] int64) -> [] float32``, the learning rate
       the update after ``updates_done`` updates uses (the reported ``lr`` metric).
     """
-    schedule = annealed_lr(config.lr, grad_steps, updates)
+    lr = hp["lr"]
+    schedule = annealed_lr(lr, grad_steps, updates)
     opt = optim.chain(
-        optim.clip_by_global_norm(config.max_grad_norm),
-        core.adam(schedule if config.anneal_lr else config.lr, eps=1e-5),
+        optim.clip_by_global_norm(hp["max_grad_norm"]),
+        optim.adam(schedule if config.anneal_lr else lr, eps=1e-5),
     )
 
     def lr_at(updates_done: Tensor) -> Tensor:
         if config.anneal_lr:
             return schedule(updates_done * grad_steps).float()
-        return torch.as_tensor(config.lr, dtype=torch.float32, device=updates_done.device)
+        return torch.as_tensor(lr, dtype=torch.float32, device=updates_done.device)
 
     return opt, lr_at
 
 
 # ------------------------------------------------------------------------------ collect
-
-
-def split_key(key: Tensor) -> tuple[Tensor, Tensor]:
-    """``random.split(key)`` as a pair: (the key to carry on, a key to use now)."""
-    carry, use = random.split(key).unbind(-2)
-    return carry, use
 
 
 def step_record(ts: TimeStep) -> dict[str, Tensor]:
@@ -123,8 +135,8 @@ def step_record(ts: TimeStep) -> dict[str, Tensor]:
 # ------------------------------------------------------------------------------ learn
 
 
-def advantages(traj: dict, next_value: Tensor, config: Any) -> tuple[Tensor, Tensor]:
-    """GAE (``config.gamma``, ``config.gae_lambda``) over a time-major trajectory.
+def advantages(traj: dict, next_value: Tensor, hp: dict) -> tuple[Tensor, Tensor]:
+    """GAE (``hp["gamma"]``, ``hp["gae_lambda"]``) over a time-major trajectory.
 
     Args:
       traj: ``reward``, ``value``, ``terminated``, ``truncated`` [T, *B].
@@ -139,8 +151,8 @@ def advantages(traj: dict, next_value: Tensor, config: Any) -> tuple[Tensor, Ten
         next_value,
         traj["terminated"],
         traj["truncated"],
-        gamma=config.gamma,
-        lmbda=config.gae_lambda,
+        gamma=hp["gamma"],
+        lmbda=hp["gae_lambda"],
     )
 
 
@@ -159,25 +171,29 @@ def shuffled_minibatches(
         k, k_perm = random.split(k).unbind(-2)
         return k, random.permutation(k_perm, batch_size)
 
-    key, perms = core.scan(permutation, key, epochs)
+    key, perms = scan(permutation, key, epochs)
     return key, perms.reshape(epochs * num_minibatches, batch_size // num_minibatches)
 
 
 def clipped_loss(
-    forward: Callable[[Any, Tensor], tuple[Any, Tensor]], params: Any, minibatch: dict, config: Any
+    forward: Callable[[Any, Tensor], tuple[Any, Tensor]],
+    params: Any,
+    minibatch: dict,
+    config: Any,
+    hp: dict,
 ) -> tuple[Tensor, dict]:
-    """``objectives.ppo_loss`` with the Config's ``clip_eps``, ``vf_coef``, ``ent_coef``,
-    ``clip_value`` (clipped around the rollout's values by ``clip_eps``) and
+    """``objectives.ppo_loss`` with ``hp``'s ``clip_eps``, ``vf_coef``, ``ent_coef`` and the
+    Config's ``clip_value`` (clipped around the rollout's values by ``clip_eps``) and
     ``normalize_advantages``; ``forward(params, obs) -> (distribution, value)``."""
     return objectives.ppo_loss(
         forward,
         None,
         params,
         minibatch,
-        clip_eps=config.clip_eps,
-        vf_coef=config.vf_coef,
-        ent_coef=config.ent_coef,
-        clip_value=config.clip_eps if config.clip_value else None,
+        clip_eps=hp["clip_eps"],
+        vf_coef=hp["vf_coef"],
+        ent_coef=hp["ent_coef"],
+        clip_value=hp["clip_eps"] if config.clip_value else None,
         normalize_advantage=config.normalize_advantages,
     )
 

@@ -9,8 +9,8 @@ global-norm gradient clipping and a linearly annealed Adam learning rate.
     state = algo.init(key)
     state, metrics = algo.update(state)          # collect num_envs x num_steps, then learn
 
-One ``update`` = a rollout (``core.scan`` over ``num_steps``), GAE, and
-``update_epochs`` x ``num_minibatches`` gradient steps (``core.scan`` again), so under
+One ``update`` = a rollout (``fxrl.scan`` over ``num_steps``), GAE, and
+``update_epochs`` x ``num_minibatches`` gradient steps (``fxrl.scan`` again), so under
 ``torch.compile`` each loop body is traced once, whatever the budget.
 
 The file reads top to bottom: ``Config``, ``network``, ``Parts`` (what ``make`` builds
@@ -35,11 +35,13 @@ from torch import Tensor
 from fxrl import _errors, distributions, envs, nn, optim, random, specs, transforms, tree
 from fxrl.algorithms import core, onpolicy
 from fxrl.algorithms.core import Algorithm, check_config
+from fxrl.envs.registry import is_host_id
 from fxrl.nn import initializers as inits
+from fxrl.scan import scan
 
 __all__ = [
     "ATARI",
-    "SWEEPABLE",
+    "HYPERPARAMS",
     "TUNED",
     "Config",
     "Parts",
@@ -61,11 +63,10 @@ __all__ = [
     "update",
 ]
 
-# Config fields that enter the update only as numbers: a sweep (``core.batched(...,
-# sweep=)``, ``fxrl train ppo --sweep lr=1e-4,3e-4``) vmaps the update over tensors of them.
-SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm")
-# swept as float64: they meet float64 math (a schedule) or only tensors with dims
-SWEEP_FLOAT64 = ("lr",)
+# Config fields the update reads only as numbers, with their dtypes: ``update(state,
+# hyperparams)`` takes tensors of them, so a sweep (``core.batched(..., sweep=)``, ``fxrl
+# train ppo --sweep lr=1e-4,3e-4``) vmaps the update over them.
+HYPERPARAMS = onpolicy.HYPERPARAMS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +104,7 @@ class Config:
 
     def __post_init__(self) -> None:
         core.check_env_id(self, host=True)
-        _check_env_params(self)
+        _sorted_env_params(self)
         core.check_positive(
             self, "num_envs", "num_steps", "total_steps", "update_epochs", "num_minibatches"
         )
@@ -129,21 +130,25 @@ class Config:
         return cls(env=env, **{**tuned, **overrides})
 
 
-def _check_env_params(config: Config) -> None:
+def _sorted_env_params(config: Config) -> None:
     """``env_params`` as a tuple of (name, value) pairs sorted by name (a dict given is
-    converted), each name one of the env's params."""
+    converted, so that equal settings make equal, hashable Configs). Whether each name is
+    one of the env's params is checked by ``make``, which builds the env."""
     given = config.env_params
     pairs = given.items() if isinstance(given, Mapping) else given
     ok = isinstance(pairs, tuple | list | type({}.items())) and all(
         isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) for p in pairs
     )
     check_config(config, "env_params", ok, "a dict or (name, value) pairs of env params")
-    pairs = tuple(sorted((str(n), v) for n, v in pairs))
-    object.__setattr__(config, "env_params", pairs)
-    if not pairs:
+    object.__setattr__(config, "env_params", tuple(sorted((str(n), v) for n, v in pairs)))
+
+
+def _check_env_params(config: Config) -> None:
+    """Each name of ``env_params`` is one of the env's params (built once to read them)."""
+    if not config.env_params or is_host_id(config.env):  # make_env refuses env params there
         return
     names = [f.name for f in dataclasses.fields(envs.make(config.env).default_params)]
-    for name, _ in pairs:
+    for name, _ in config.env_params:
         if name not in names:
             where = "ppo.Config.env_params"
             raise ValueError(_errors.unknown(name, names, f"{config.env} param", where=where))
@@ -298,9 +303,9 @@ class Parts:
     net: nn.Model  # network(config, ...)
     norm: Any  # transforms.observation_norm(running=True), or None
     discrete: bool  # categorical policy (else Gaussian)
-    opt: optim.GradientTransformation
-    lr_at: Any  # lr_at(updates_done) -> [] float32, the reported lr
     batch_size: int  # num_envs * num_steps: env steps per update
+    grad_steps: int  # update_epochs * num_minibatches: gradient steps per update
+    num_updates: int  # updates in total_steps (the lr anneals over them)
 
     def forward(self, net_params: dict, x: Tensor) -> tuple[Any, Tensor]:
         """``(distribution, value)`` for preprocessed observations ``x``."""
@@ -311,12 +316,17 @@ class Parts:
         """Raw observations as the network sees them (normalised when ``normalize_obs``)."""
         return obs if self.norm is None else self.norm(obs, params["obs_norm"])
 
+    def optimizer(self, hp: dict) -> tuple[optim.GradientTransformation, Any]:
+        """``(opt, lr_at)`` for the hyperparameters ``hp``: ``onpolicy.make_optimizer``."""
+        return onpolicy.make_optimizer(self.config, hp, self.grad_steps, self.num_updates)
+
 
 def parts(config: Config) -> Parts:
     """Build the env, network, normaliser and optimizer ``config`` asks for (checking that
     the env's specs suit PPO's MLP, or for uint8 frames [C, H, W] its ``nature_cnn``)."""
     if not isinstance(config, Config):
         raise TypeError(f"ppo.make: expected a ppo.Config, got {type(config).__name__}.")
+    _check_env_params(config)
     env = core.make_env(config.env, **dict(config.env_params))
     obs_spec, action_spec = env.observation_spec, env.action_spec
     where = f"ppo.make: {config.env} has"
@@ -339,9 +349,6 @@ def parts(config: Config) -> Parts:
             "normalize_obs=False."
         )
     batch_size = config.num_envs * config.num_steps
-    grad_steps = config.update_epochs * config.num_minibatches
-    num_updates = onpolicy.num_updates(config, batch_size)
-    opt, lr_at = onpolicy.make_optimizer(config, grad_steps, num_updates)
     return Parts(
         config=config,
         env=env,
@@ -351,9 +358,9 @@ def parts(config: Config) -> Parts:
         ),
         norm=transforms.observation_norm(running=True) if config.normalize_obs else None,
         discrete=discrete,
-        opt=opt,
-        lr_at=lr_at,
         batch_size=batch_size,
+        grad_steps=config.update_epochs * config.num_minibatches,
+        num_updates=onpolicy.num_updates(config, batch_size),
     )
 
 
@@ -374,7 +381,8 @@ def init(p: Parts, key: Tensor, env_params: Any = None) -> TrainState:
     if p.norm is not None:
         params["obs_norm"] = p.norm.init(ts.obs, p.env.observation_spec)
     zero = torch.zeros((), dtype=torch.int64, device=key.device)
-    return TrainState(params, p.opt.init(params["net"]), env_state, ts.obs, k_state, zero, zero)
+    opt, _ = p.optimizer(core.hyperparams(p.config, HYPERPARAMS))
+    return TrainState(params, opt.init(params["net"]), env_state, ts.obs, k_state, zero, zero)
 
 
 def policy(
@@ -413,7 +421,7 @@ def observe_step(p: Parts, stats: Any, ts: Any) -> tuple[Any, Tensor, dict]:
 
 
 def rollout_step(p: Parts, carry: tuple, _: Any = None) -> tuple[tuple, dict]:
-    """One step of the ``num_envs`` envs, as ``core.scan``'s body: ``act_step``, the env's
+    """One step of the ``num_envs`` envs, as ``fxrl.scan``'s body: ``act_step``, the env's
     step, ``observe_step``.
 
     Args:
@@ -434,28 +442,28 @@ def rollout_step(p: Parts, carry: tuple, _: Any = None) -> tuple[tuple, dict]:
 # ------------------------------------------------------------------------------ learn
 
 
-def advantages(p: Parts, net_params: dict, traj: dict) -> dict:
+def advantages(p: Parts, hp: dict, net_params: dict, traj: dict) -> dict:
     """The rollout ``traj`` [T, num_envs, ...] as one flat batch [T * num_envs, ...] of
     ``obs``, ``action``, ``log_prob``, ``value``, ``advantage`` and ``value_target`` (GAE,
     bootstrapped from the value of each step's reached observation)."""
     _, next_value = p.net.apply(net_params, traj["final_x"])
-    advantage, target = onpolicy.advantages(traj, next_value, p.config)
+    advantage, target = onpolicy.advantages(traj, next_value, hp)
     batch = {k: traj[k].flatten(0, 1) for k in ("obs", "action", "log_prob", "value")}
     batch["advantage"], batch["value_target"] = advantage.flatten(0, 1), target.flatten(0, 1)
     return batch
 
 
-def minibatch_step(p: Parts, carry: tuple, index: Tensor) -> tuple[tuple, dict]:
-    """One gradient step on the clipped objective over ``batch[index]``, as ``core.scan``'s
+def minibatch_step(p: Parts, hp: dict, opt: Any, carry: tuple, index: Tensor) -> tuple[tuple, dict]:
+    """One ``opt`` step on the clipped objective over ``batch[index]``, as ``fxrl.scan``'s
     body. ``carry``: ``(net_params, opt_state, batch)``; returns the loss's metrics."""
     net_params, opt_state, batch = carry
     minibatch = tree.map(lambda v: v[index], batch)
 
     def loss_fn(params: dict, mb: dict) -> tuple[Tensor, dict]:
-        return onpolicy.clipped_loss(p.forward, params, mb, p.config)
+        return onpolicy.clipped_loss(p.forward, params, mb, p.config, hp)
 
     net_params, opt_state, metrics = onpolicy.gradient_step(
-        loss_fn, p.opt, net_params, opt_state, minibatch
+        loss_fn, opt, net_params, opt_state, minibatch
     )
     return (net_params, opt_state, batch), metrics
 
@@ -463,37 +471,41 @@ def minibatch_step(p: Parts, carry: tuple, index: Tensor) -> tuple[tuple, dict]:
 # ------------------------------------------------------------------------------ update
 
 
-def update(p: Parts, state: TrainState) -> tuple[TrainState, dict]:
+def update(p: Parts, state: TrainState, hyperparams: dict | None = None) -> tuple[TrainState, dict]:
     """One PPO iteration: collect ``num_envs x num_steps`` transitions, compute advantages,
     then ``update_epochs`` passes of ``num_minibatches`` shuffled minibatches (one loop
-    over all of them). Pure; metrics per ``fxrl.algorithms.core``'s contract."""
+    over all of them). Pure; metrics per ``fxrl.algorithms.core``'s contract.
+    ``hyperparams``: tensors for some of ``HYPERPARAMS`` (a sweep's), instead of the
+    Config's numbers."""
+    hp = core.hyperparams(p.config, HYPERPARAMS, hyperparams)
     params = state.params
     # collect
     carry = (params["net"], state.env_state, state.obs, params.get("obs_norm", ()), state.key)
     body = functools.partial(rollout_step, p)
-    (_, env_state, obs, stats, key), traj = core.scan(body, carry, p.config.num_steps)
-    return learn(p, state.replace(env_state=env_state), (obs, stats, key), traj)
+    (_, env_state, obs, stats, key), traj = scan(body, carry, p.config.num_steps)
+    return learn(p, hp, state.replace(env_state=env_state), (obs, stats, key), traj)
 
 
-def learn(p: Parts, state: TrainState, carry: tuple, traj: dict) -> tuple[TrainState, dict]:
+def learn(
+    p: Parts, hp: dict, state: TrainState, carry: tuple, traj: dict
+) -> tuple[TrainState, dict]:
     """The learning half of ``update`` on a collected trajectory ``traj`` [T, num_envs]:
     advantages, the minibatch epochs, the report. ``carry``: ``(obs, obs_norm stats or
     (), key)`` where the rollout ended; ``state.env_state`` is kept as given."""
     config, params = p.config, state.params
     obs, stats, key = carry
-    batch = advantages(p, params["net"], traj)
+    opt, lr_at = p.optimizer(hp)
+    batch = advantages(p, hp, params["net"], traj)
     # learn
     key, index = onpolicy.shuffled_minibatches(
         key, config.update_epochs, p.batch_size, config.num_minibatches
     )
-    body = functools.partial(minibatch_step, p)
-    (net_params, opt_state, _), losses = core.scan(
-        body, (params["net"], state.opt_state, batch), index
-    )
+    body = functools.partial(minibatch_step, p, hp, opt)
+    (net_params, opt_state, _), losses = scan(body, (params["net"], state.opt_state, batch), index)
     # report
     steps = state.steps + p.batch_size
     episodes = onpolicy.episode_report(traj)
-    metrics = onpolicy.update_metrics(episodes, losses, p.lr_at(state.updates), steps)
+    metrics = onpolicy.update_metrics(episodes, losses, lr_at(state.updates), steps)
     new_params = {"net": net_params} if p.norm is None else {"net": net_params, "obs_norm": stats}
     new = TrainState(new_params, opt_state, state.env_state, obs, key, steps, state.updates + 1)
     return new, metrics
@@ -503,22 +515,22 @@ def collect(p: Parts) -> core.Collect:
     """``update`` cut at the env's step, for a host env stepped between the pieces
     (``fxrl.algorithms.host``): the same functions, so the same numbers."""
 
-    def begin(state: TrainState) -> tuple[Any, tuple]:
+    def begin(hp: dict, state: TrainState) -> tuple[Any, tuple]:
         params = state.params
         return params["net"], (state.obs, params.get("obs_norm", ()), state.key)
 
-    def act(net_params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
+    def act(hp: dict, net_params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
         obs, stats, key = c
         key, action, record = act_step(p, net_params, obs, stats, key)
         return (obs, stats, key), action, record
 
-    def observe(net_params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
+    def observe(hp: dict, net_params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
         _, stats, key = c
         stats, next_obs, record = observe_step(p, stats, ts)
         return (next_obs, stats, key), record
 
-    def finish(state: TrainState, net_params: dict, c: tuple, traj: dict) -> tuple:
-        return learn(p, state, c, traj)
+    def finish(hp: dict, state: TrainState, net_params: dict, c: tuple, traj: dict) -> tuple:
+        return learn(p, hp, state, c, traj)
 
     return core.Collect(begin, act, observe, finish, p.config.num_steps)
 
@@ -531,8 +543,8 @@ def make(config: Config) -> Algorithm:
     def init_(key: Tensor, env_params: Any = None) -> TrainState:
         return init(p, key, env_params)
 
-    def update_(state: TrainState) -> tuple[TrainState, dict]:
-        return update(p, state)
+    def update_(state: TrainState, hyperparams: dict | None = None) -> tuple[TrainState, dict]:
+        return update(p, state, hyperparams)
 
     update_.collect = collect(p)  # type: ignore[attr-defined]  # for host envs
 
@@ -540,21 +552,11 @@ def make(config: Config) -> Algorithm:
         return policy(p, params, obs, key, mode)
 
     init_.__doc__, update_.__doc__, policy_.__doc__ = init.__doc__, update.__doc__, policy.__doc__
-    return Algorithm(init_, update_, policy_, config, p.env, p.batch_size)
+    hyperparams = {f: getattr(config, f) for f in HYPERPARAMS}
+    return Algorithm(init_, update_, policy_, config, p.env, p.batch_size, hyperparams)
 
 
-def train(
-    config: Config,
-    key: Tensor,
-    num_seeds: int = 1,
-    *,
-    compile: bool | str = True,
-    callback: Any = None,
-) -> tuple[TrainState, dict]:
-    """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program.
-
-    Returns ``(state, metrics)``: the final TrainState (leading [num_seeds] dim when
-    ``num_seeds > 1``) and each metric stacked per iteration ``[iterations, (seeds)]``.
-    ``compile``: True (inductor), a backend name, or False (eager).
-    """
-    return core.train(make(config), key, num_seeds, compile=compile, callback=callback)
+train = core.trainer(make)
+"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
+``config.total_steps`` env steps per seed, seeds vmapped in one program
+(``core.trainer``, the one ``train`` of every algorithm)."""

@@ -16,8 +16,8 @@ One ``update``: a rollout of ``num_steps`` from the carry the previous update en
 (stored in the TrainState, with the flags saying which envs start a new episode), GAE,
 then ``update_epochs`` passes over minibatches of whole env sequences (split over envs,
 never over time), each re-run through the core from its stored starting carry with the
-``is_init`` resets inside and differentiated back through time by ``core.scan_vjp``.
-Every loop is a ``core.scan`` (the sequence loop's forward and backward inside the
+``is_init`` resets inside and differentiated back through time by ``fxrl.scan.scan_vjp``.
+Every loop is a ``fxrl.scan`` (the sequence loop's forward and backward inside the
 gradient steps' loop), so ``fxrl.compile`` makes the update one program whose size does
 not depend on ``num_steps``. ``cell="mlp"`` swaps the core for a dense layer that ignores
 the carry: the feed-forward baseline, with the same torso, heads and call shape.
@@ -40,10 +40,13 @@ from fxrl import distributions, envs, nn, optim, random, specs, transforms, tree
 from fxrl._optional import require
 from fxrl.algorithms import core, onpolicy
 from fxrl.algorithms.core import check_config
+from fxrl.algorithms.evaluation import params_device
 from fxrl.nn import initializers as inits
+from fxrl.scan import scan, scan_vjp
 
 __all__ = [
     "CELLS",
+    "HYPERPARAMS",
     "POSITIONS",
     "Config",
     "RecurrentAlgorithm",
@@ -54,6 +57,10 @@ __all__ = [
 ]
 
 CELLS = ("gru", "lstm", "mlp")
+
+# Config fields the update reads only as numbers, with their dtypes (``update(state,
+# hyperparams)``; a sweep vmaps over them): PPO's.
+HYPERPARAMS = onpolicy.HYPERPARAMS
 
 # Observation entries that are not velocities, per env: what mask_velocity keeps.
 POSITIONS: dict[str, tuple[int, ...]] = {
@@ -176,6 +183,7 @@ class RecurrentAlgorithm(NamedTuple):
     config: Config
     env: Any
     steps_per_update: int
+    hyperparams: Any
     initial_carry: Any
 
 
@@ -188,7 +196,7 @@ class _Network(NamedTuple):
     ``embed(p, xs [..., obs]) -> [..., h]`` (every step at once); ``core_vjp(p, carry,
     es [T, *B, h], is_init [T, *B]) -> (ys [T, *B, width], vjp_fn)`` with ``vjp_fn(d_ys)
     -> (d_p, d_es)``: the core over the sequence and its backward (backpropagation through
-    time, ``core.scan_vjp``; the feed-forward core runs on every step at once);
+    time, ``fxrl.scan.scan_vjp``; the feed-forward core runs on every step at once);
     ``heads(p, ys [..., width]) -> (distribution, value [...])``;
     ``apply(net, xs [T, *B, obs], carry, is_init [T, *B]) -> (head [T, *B, out], value
     [T, *B], carry)``: the three in a row (``p``: ``net``'s entry of each stage)."""
@@ -241,7 +249,7 @@ def _network(config: Config, obs_dim: int, out_dim: int) -> _Network:
         p_in = {"layers": [{k: layer[k] for k in ("w_ih", "b_ih")}]}
         p_rec = {"layers": [{k: layer[k] for k in ("w_hh", "b_hh")}]}
         gx, project_vjp = torch.func.vjp(rnn.project, p_in, es)
-        _, ys, seq_vjp = core.scan_vjp(core_step, p_rec, carry, (gx, is_init))
+        _, ys, seq_vjp = scan_vjp(core_step, p_rec, carry, (gx, is_init))
 
         def pull(d_ys: Tensor) -> tuple[dict, Tensor]:
             d_rec, _, (d_gx, _) = seq_vjp(None, d_ys)
@@ -294,7 +302,9 @@ def make(config: Config) -> RecurrentAlgorithm:
     steps_per_update = n * t_len
     grad_steps = config.update_epochs * config.num_minibatches
     num_updates = onpolicy.num_updates(config, steps_per_update)
-    opt, lr_at = onpolicy.make_optimizer(config, grad_steps, num_updates)
+
+    def optimizer(hp: dict) -> tuple[optim.GradientTransformation, Any]:
+        return onpolicy.make_optimizer(config, hp, grad_steps, num_updates)
 
     def initial_carry(
         batch_shape: tuple[int, ...] = (), device: torch.device | str | None = None
@@ -323,57 +333,57 @@ def make(config: Config) -> RecurrentAlgorithm:
         carry = initial_carry((n,), key.device)
         is_init = torch.ones(n, dtype=torch.bool, device=key.device)
         zero = torch.zeros((), dtype=torch.int64, device=key.device)
-        opt_state = opt.init(params["net"])
+        opt_state = optimizer(core.hyperparams(config, HYPERPARAMS))[0].init(params["net"])
         return TrainState(params, opt_state, env_state, ts.obs, carry, is_init, k_state, zero, zero)
 
     # -------------------------------------------------------------------------- collect
 
-    def act(params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
+    def act(hp: dict, params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
         obs, carry, is_init, key = c
-        key, k_act = onpolicy.split_key(key)
+        key, k_act = random.split(key).unbind(-2)
         head, value, carry = net.apply(params["net"], obs[None], carry, is_init[None])
         action, logp = _distribution(head[0]).sample_and_log_prob(k_act)
         record = {"obs": obs, "is_init": is_init, "action": action, "log_prob": logp,
                   "value": value[0], "carry_after": carry}  # fmt: skip
         return (obs, carry, is_init, key), action, record
 
-    def observe(params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
+    def observe(hp: dict, params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
         _, carry, _, key = c
         done = ts.terminated | ts.truncated
         record = {"final_obs": ts.obs, **onpolicy.step_record(ts)}
         return (ts.info["next_obs"], carry, done, key), record
 
-    def env_step(params: dict, c: tuple) -> tuple[tuple, dict]:
+    def env_step(hp: dict, params: dict, c: tuple) -> tuple[tuple, dict]:
         env_state, *rest = c
-        inner, action, record = act(params, tuple(rest))
+        inner, action, record = act(hp, params, tuple(rest))
         env_state, ts = benv.step(env_state, action)
-        inner, seen = observe(params, inner, ts)
+        inner, seen = observe(hp, params, inner, ts)
         return (env_state, *inner), {**record, **seen}
 
-    def prepare(params: dict, traj: dict) -> dict:
+    def prepare(params: dict, hp: dict, traj: dict) -> dict:
         # Bootstrap values: each step's reached observation (the final one where an episode
         # ended) seen with the carry after that step, all T*N at once as one-step sequences.
         flat = lambda v: v.flatten(0, 1)[None]
         carry_after = tree.map(lambda v: v.flatten(0, 1), traj["carry_after"])
         no_reset = torch.zeros_like(flat(traj["is_init"]))
         _, next_value, _ = net.apply(params["net"], flat(traj["final_obs"]), carry_after, no_reset)
-        advantage, target = onpolicy.advantages(traj, next_value[0].reshape(t_len, n), config)
+        advantage, target = onpolicy.advantages(traj, next_value[0].reshape(t_len, n), hp)
         batch = {k: traj[k] for k in ("obs", "is_init", "action", "log_prob", "value")}
         batch["advantage"], batch["value_target"] = advantage, target
         return batch
 
     # -------------------------------------------------------------------------- learn
 
-    def loss_and_grads(p: dict, seq: dict, carry: Any) -> tuple[dict, dict]:
+    def loss_and_grads(p: dict, hp: dict, seq: dict, carry: Any) -> tuple[dict, dict]:
         """The clipped PPO loss's gradient on sequences ``seq`` [T, envs] re-run from their
         starting ``carry``: forward through the embedding (every step at once), the core
         (a loop over the sequence) and the heads; backward through them in reverse, the
-        core by ``core.scan_vjp`` (backpropagation through time in a rolled loop)."""
+        core by ``fxrl.scan.scan_vjp`` (backpropagation through time in a rolled loop)."""
         e, embed_vjp = torch.func.vjp(lambda p_: net.embed(p_, seq["obs"]), p["embed"])
         ys, core_vjp = net.core_vjp(p["core"], carry, e, seq["is_init"])
 
         def heads_loss(heads_p: dict, ys_: Tensor) -> tuple[Tensor, dict]:
-            return onpolicy.clipped_loss(net.heads, heads_p, {**seq, "obs": ys_}, config)
+            return onpolicy.clipped_loss(net.heads, heads_p, {**seq, "obs": ys_}, config, hp)
 
         heads_p = {"actor": p["actor"], "critic": p["critic"]}
         grad_heads = torch.func.grad(heads_loss, argnums=(0, 1), has_aux=True)
@@ -382,16 +392,17 @@ def make(config: Config) -> RecurrentAlgorithm:
         (g_embed,) = embed_vjp(d_e)
         return {"embed": g_embed, "core": g_core, **g_heads}, metrics
 
-    def update(state: TrainState) -> tuple[TrainState, dict]:
-        params = state.params
+    def update(state: TrainState, hyperparams: dict | None = None) -> tuple[TrainState, dict]:
+        hp, params = core.hyperparams(config, HYPERPARAMS, hyperparams), state.params
         # collect num_steps, from the carry and flags the last update ended with
         c = (state.env_state, state.obs, state.carry, state.is_init, state.key)
-        (env_state, *inner), traj = core.scan(lambda c_, _: env_step(params, c_), c, t_len)
-        return finish(state.replace(env_state=env_state), params, tuple(inner), traj)
+        (env_state, *inner), traj = scan(lambda c_, _: env_step(hp, params, c_), c, t_len)
+        return finish(hp, state.replace(env_state=env_state), params, tuple(inner), traj)
 
-    def finish(state: TrainState, params: dict, c: tuple, traj: dict) -> tuple:
+    def finish(hp: dict, state: TrainState, params: dict, c: tuple, traj: dict) -> tuple:
         obs, carry, is_init, key = c
-        batch = prepare(params, traj)
+        opt, lr_at = optimizer(hp)
+        batch = prepare(params, hp, traj)
 
         # learn: epochs x minibatches of whole env sequences (rows of ``index``), each
         # re-run through the core from the carry it started the rollout with
@@ -403,13 +414,11 @@ def make(config: Config) -> RecurrentAlgorithm:
             net_params, opt_state = c
             seq = tree.map(lambda v: v[:, rows], batch)
             start = tree.map(lambda v: v[rows], state.carry)
-            grads, metrics = loss_and_grads(net_params, seq, start)
+            grads, metrics = loss_and_grads(net_params, hp, seq, start)
             updates, opt_state = opt.update(grads, opt_state, net_params)
             return (optim.apply_updates(net_params, updates), opt_state), metrics
 
-        (net_params, opt_state), losses = core.scan(
-            grad_step, (params["net"], state.opt_state), index
-        )
+        (net_params, opt_state), losses = scan(grad_step, (params["net"], state.opt_state), index)
 
         # report
         steps = state.steps + steps_per_update
@@ -428,12 +437,15 @@ def make(config: Config) -> RecurrentAlgorithm:
         )
         return new, metrics
 
-    def begin(state: TrainState) -> tuple[dict, tuple]:
+    def begin(hp: dict, state: TrainState) -> tuple[dict, tuple]:
         return state.params, (state.obs, state.carry, state.is_init, state.key)
 
     update.collect = core.Collect(begin, act, observe, finish, t_len)  # type: ignore[attr-defined]
 
-    return RecurrentAlgorithm(init, update, policy, config, env, steps_per_update, initial_carry)
+    hyperparams = {f: getattr(config, f) for f in HYPERPARAMS}
+    return RecurrentAlgorithm(
+        init, update, policy, config, env, steps_per_update, hyperparams, initial_carry
+    )
 
 
 # ------------------------------------------------------------------------------ evaluate
@@ -450,7 +462,7 @@ def evaluate(
 
     gym = require("gymnasium", "recurrent_ppo.evaluate")
     returns = []
-    device = core.params_device(params)  # observations go there, actions come back
+    device = params_device(params)  # observations go there, actions come back
     with torch.no_grad():
         for e in range(episodes):
             env = gym.make(algo.config.env)
@@ -471,15 +483,7 @@ def evaluate(
     return torch.tensor(returns, dtype=torch.float64, device=device)
 
 
-def train(
-    config: Config,
-    key: Tensor,
-    num_seeds: int = 1,
-    *,
-    compile: bool | str = True,
-    callback: Any = None,
-) -> tuple[TrainState, dict]:
-    """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program;
-    ``(state, metrics)`` as ``ppo.train``."""
-    algo = make(config)
-    return core.train(algo, key, num_seeds, compile=compile, callback=callback)  # type: ignore[arg-type]
+train = core.trainer(make)
+"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
+``config.total_steps`` env steps per seed, seeds vmapped in one program
+(``core.trainer``, the one ``train`` of every algorithm)."""

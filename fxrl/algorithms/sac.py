@@ -43,13 +43,18 @@ from fxrl.algorithms.offpolicy import (
     twin_init,
 )
 
-__all__ = ["SWEEPABLE", "Config", "TrainState", "make", "train", "train_host"]
+__all__ = ["HYPERPARAMS", "Config", "TrainState", "make", "train", "train_host"]
 
-# Config fields that enter the update only as numbers (see ``core.batched``'s ``sweep``);
-# ``alpha_init`` is read by ``init``, so it is not among them.
-SWEEPABLE = ("actor_lr", "critic_lr", "alpha_lr", "gamma", "tau")
-# swept as float64: they meet float64 math (a schedule) or only tensors with dims
-SWEEP_FLOAT64 = ("actor_lr", "critic_lr", "alpha_lr")
+# Config fields the update reads only as numbers, with the dtype each is computed in
+# (``update(state, hyperparams)``; a sweep vmaps over them); ``alpha_init`` is read by
+# ``init``, so it is not among them.
+HYPERPARAMS = {
+    "actor_lr": torch.float64,
+    "critic_lr": torch.float64,
+    "alpha_lr": torch.float64,
+    "gamma": torch.float32,
+    "tau": torch.float32,
+}
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # the actor's log-std range (CleanRL's, SB3's is -20..2)
 
@@ -107,10 +112,14 @@ def make(config: Config) -> Algorithm:
     low, high = spec.low.to(env.dtype), spec.high.to(env.dtype)
     actor = nn.mlp(obs_dim, 2 * action_dim, config.hidden, "relu")
     critic = critic_model(obs_dim, action_dim, config.hidden)
-    lrs = {"actor": config.actor_lr, "critic": config.critic_lr}
-    if config.learn_alpha:
-        lrs["log_alpha"] = config.alpha_lr
-    opt_init, opt_step = adam_parts(lrs)
+
+    def optimizer(hp: dict) -> tuple[Any, Any]:
+        """``adam_parts``: one Adam per part of the params, at ``hp``'s learning rates."""
+        lrs = {"actor": hp["actor_lr"], "critic": hp["critic_lr"]}
+        if config.learn_alpha:
+            lrs["log_alpha"] = hp["alpha_lr"]
+        return adam_parts(lrs)
+
     alpha = None if config.learn_alpha else config.alpha_init
     target_entropy = config.target_entropy
 
@@ -124,16 +133,20 @@ def make(config: Config) -> Algorithm:
         ``"random"`` a draw (needs ``key``); always inside the action Box."""
         return distributions.draw(actor_dist(params["actor"], obs), key, mode)
 
-    def uniform_phase(steps: Tensor) -> Tensor:
+    def uniform_phase(hp: dict, steps: Tensor) -> Tensor:
         return steps < config.learning_starts
 
-    def act(params: Any, obs: Tensor, key: Tensor, random_phase: Tensor, noise: Any) -> tuple:
+    def act(
+        hp: dict, params: Any, obs: Tensor, key: Tensor, random_phase: Tensor, noise: Any
+    ) -> tuple:
         k_uniform, k_policy = random.split(key).unbind(-2)
         uniform = spec.sample(k_uniform, (config.num_envs,)).to(env.dtype)
         drawn = actor_dist(params["actor"], obs).sample(k_policy)
         return torch.where(random_phase, uniform, drawn), noise  # SAC's noise is its policy
 
-    def loss_fn(params: Any, target: Any, batch: dict, key: Tensor) -> tuple[Tensor, dict]:
+    def loss_fn(
+        params: Any, target: Any, batch: dict, key: Tensor, hp: dict
+    ) -> tuple[Tensor, dict]:
         return objectives.sac_loss(
             actor_dist,
             critic.apply,
@@ -141,16 +154,18 @@ def make(config: Config) -> Algorithm:
             target,
             batch,
             key,
-            gamma=config.gamma,
+            gamma=hp["gamma"],
             alpha=alpha,
             target_entropy=target_entropy,
         )
 
-    def learn(learner: tuple, batch: dict, key: Tensor, learning: Tensor) -> tuple[tuple, dict]:
+    def learn(
+        hp: dict, learner: tuple, batch: dict, key: Tensor, learning: Tensor
+    ) -> tuple[tuple, dict]:
         params, target, opt_state, count = learner
-        grads, aux = torch.func.grad(loss_fn, has_aux=True)(params, target, batch, key)
-        new_params, new_opt = opt_step(grads, opt_state, params)
-        new_target = objectives.soft_update(target, {"critic": new_params["critic"]}, config.tau)
+        grads, aux = torch.func.grad(loss_fn, has_aux=True)(params, target, batch, key, hp)
+        new_params, new_opt = optimizer(hp)[1](grads, opt_state, params)
+        new_target = objectives.soft_update(target, {"critic": new_params["critic"]}, hp["tau"])
         new = (new_params, new_target, new_opt, count + 1)
         names = ("loss", "critic_loss", "actor_loss", "alpha_loss", "alpha", "entropy", "q")
         m = {k: aux[k] for k in names}
@@ -164,25 +179,18 @@ def make(config: Config) -> Algorithm:
             params["log_alpha"] = torch.full((), log_alpha, dtype=env.dtype, device=key.device)
         target = {"critic": tree.map(torch.clone, params["critic"])}
         k_env, k_state = random.split(k_rest).unbind(-2)
+        opt_init, _ = optimizer(core.hyperparams(config, HYPERPARAMS))
         return init_state(config, benv, k_env, k_state, params, target, opt_init(params))
 
-    update = make_update(config, benv, uniform_phase, act, learn)
-    return Algorithm(init, update, policy, config, env, config.num_envs * config.num_steps)
+    update = make_update(config, benv, uniform_phase, act, learn, hyperparam_dtypes=HYPERPARAMS)
+    steps_per_update, hyperparams = (
+        config.num_envs * config.num_steps,
+        core.hyperparams(config, HYPERPARAMS),
+    )
+    return Algorithm(init, update, policy, config, env, steps_per_update, hyperparams)
 
 
-def train(
-    config: Config,
-    key: Tensor,
-    num_seeds: int = 1,
-    *,
-    compile: bool | str = True,
-    callback: Any = None,
-) -> tuple[TrainState, dict]:
-    """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program.
-
-    Returns ``(state, metrics)``: the final TrainState (leading [num_seeds] dim when
-    ``num_seeds > 1``) and each metric stacked per iteration ``[iterations, (seeds)]``.
-    ``compile``: True (the whole update one ``fxrl.compile`` program, its loops rolled),
-    a backend name, or False (eager).
-    """
-    return core.train(make(config), key, num_seeds, compile=compile, callback=callback)
+train = core.trainer(make)
+"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
+``config.total_steps`` env steps per seed, seeds vmapped in one program
+(``core.trainer``, the one ``train`` of every algorithm)."""

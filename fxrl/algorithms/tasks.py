@@ -30,7 +30,8 @@ from torch import Tensor
 from fxrl import envs, random, tree
 from fxrl._errors import unknown
 from fxrl._optional import require
-from fxrl.algorithms.core import Algorithm, batched, params_device
+from fxrl.algorithms.core import Algorithm, batched
+from fxrl.algorithms.evaluation import params_device
 from fxrl.envs.core import Env, params_as_tensors
 
 __all__ = [

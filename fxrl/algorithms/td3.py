@@ -54,21 +54,20 @@ from fxrl.algorithms.offpolicy import (
     twin_init,
 )
 
-__all__ = ["SWEEPABLE", "Config", "TrainState", "make", "train", "train_host"]
+__all__ = ["HYPERPARAMS", "Config", "TrainState", "make", "train", "train_host"]
 
-# Config fields that enter the update only as numbers (see ``core.batched``'s ``sweep``).
-SWEEPABLE = (
-    "actor_lr",
-    "critic_lr",
-    "gamma",
-    "tau",
-    "exploration_noise",
-    "policy_noise",
-    "noise_clip",
-    "ou_theta",
-)
-# swept as float64: they meet float64 math (a schedule) or only tensors with dims
-SWEEP_FLOAT64 = ("actor_lr", "critic_lr")
+# Config fields the update reads only as numbers, with the dtype each is computed in
+# (``update(state, hyperparams)``; a sweep vmaps over them).
+HYPERPARAMS = {
+    "actor_lr": torch.float64,
+    "critic_lr": torch.float64,
+    "gamma": torch.float32,
+    "tau": torch.float32,
+    "exploration_noise": torch.float32,
+    "policy_noise": torch.float32,
+    "noise_clip": torch.float32,
+    "ou_theta": torch.float32,
+}
 
 NOISE_TYPES = ("gaussian", "ou")
 
@@ -129,7 +128,10 @@ def make(config: Config) -> Algorithm:
     mid, half = (high + low) / 2, (high - low) / 2
     actor_net = nn.mlp(obs_dim, action_dim, config.hidden, "relu", output_activation="tanh")
     critic = critic_model(obs_dim, action_dim, config.hidden)
-    opt_init, opt_step = adam_parts({"actor": config.actor_lr, "critic": config.critic_lr})
+
+    def optimizer(hp: dict) -> tuple[Any, Any]:
+        """``adam_parts``: one Adam per part of the params, at ``hp``'s learning rates."""
+        return adam_parts({"actor": hp["actor_lr"], "critic": hp["critic_lr"]})
 
     def actor(actor_params: Any, obs: Tensor) -> Tensor:
         """The deterministic action, tanh scaled into the action Box."""
@@ -148,10 +150,12 @@ def make(config: Config) -> Algorithm:
 
         return greedy_or_noisy("td3", action, noisy, key, mode)
 
-    def uniform_phase(steps: Tensor) -> Tensor:
+    def uniform_phase(hp: dict, steps: Tensor) -> Tensor:
         return steps < config.learning_starts
 
-    def act(params: Any, obs: Tensor, key: Tensor, random_phase: Tensor, noise: Any) -> tuple:
+    def act(
+        hp: dict, params: Any, obs: Tensor, key: Tensor, random_phase: Tensor, noise: Any
+    ) -> tuple:
         k_uniform, k_noise = random.split(key).unbind(-2)
         uniform = spec.sample(k_uniform, (config.num_envs,)).to(env.dtype)
         if config.noise_type == "ou":
@@ -162,15 +166,19 @@ def make(config: Config) -> Algorithm:
                 noise,
                 spec,
                 half.to(action.device),
-                theta=config.ou_theta,
-                sigma=config.exploration_noise,
+                theta=hp["ou_theta"],
+                sigma=hp["exploration_noise"],
                 dt=1.0,
             )
         else:
-            noisy = policy(params, obs, k_noise, mode="random")
+            action = actor(params["actor"], obs)
+            sigma = hp["exploration_noise"] * half.to(action.device)
+            noisy = exploration.gaussian_noise(k_noise, action, spec, sigma)
         return torch.where(random_phase, uniform, noisy), noise
 
-    def learn(learner: tuple, batch: dict, key: Tensor, learning: Tensor) -> tuple[tuple, dict]:
+    def learn(
+        hp: dict, learner: tuple, batch: dict, key: Tensor, learning: Tensor
+    ) -> tuple[tuple, dict]:
         params, target, opt_state, count = learner
         count = count + 1
         due = count % config.policy_delay == 0  # the delayed actor and targets
@@ -184,20 +192,20 @@ def make(config: Config) -> Algorithm:
                 target,
                 batch,
                 key,
-                gamma=config.gamma,
-                policy_noise=config.policy_noise * scale,
-                noise_clip=config.noise_clip * scale,
+                gamma=hp["gamma"],
+                policy_noise=hp["policy_noise"] * scale,
+                noise_clip=hp["noise_clip"] * scale,
                 action_low=low.to(key.device),
                 action_high=high.to(key.device),
                 update_actor=due,
             )
 
         grads, aux = torch.func.grad(loss_fn, has_aux=True)(params)
-        stepped, new_opt = opt_step(grads, opt_state, params)
+        stepped, new_opt = optimizer(hp)[1](grads, opt_state, params)
         # Adam moves params even on a zero gradient (momentum): keep the actor as it was
         new_params = {**stepped, "actor": tree.where(due, stepped["actor"], params["actor"])}
         new_opt = {**new_opt, "actor": tree.where(due, new_opt["actor"], opt_state["actor"])}
-        moved = objectives.soft_update(target, new_params, config.tau)
+        moved = objectives.soft_update(target, new_params, hp["tau"])
         new = (new_params, tree.where(due, moved, target), new_opt, count)
         m = {k: aux[k] for k in ("loss", "critic_loss", "q")}
         m["actor_loss"] = torch.where(due, aux["actor_loss"], torch.nan)
@@ -210,26 +218,18 @@ def make(config: Config) -> Algorithm:
         ou = config.noise_type == "ou"
         noise = exploration.ou_init(spec, (config.num_envs,), device=key.device) if ou else {}
         k_env, k_state = random.split(k_rest).unbind(-2)
-        opt_state = opt_init(params)
+        opt_state = optimizer(core.hyperparams(config, HYPERPARAMS))[0](params)
         return init_state(config, benv, k_env, k_state, params, target, opt_state, noise=noise)
 
-    update = make_update(config, benv, uniform_phase, act, learn)
-    return Algorithm(init, update, policy, config, env, config.num_envs * config.num_steps)
+    update = make_update(config, benv, uniform_phase, act, learn, hyperparam_dtypes=HYPERPARAMS)
+    steps_per_update, hyperparams = (
+        config.num_envs * config.num_steps,
+        core.hyperparams(config, HYPERPARAMS),
+    )
+    return Algorithm(init, update, policy, config, env, steps_per_update, hyperparams)
 
 
-def train(
-    config: Config,
-    key: Tensor,
-    num_seeds: int = 1,
-    *,
-    compile: bool | str = True,
-    callback: Any = None,
-) -> tuple[TrainState, dict]:
-    """Train for ``config.total_steps`` env steps per seed, seeds vmapped in one program.
-
-    Returns ``(state, metrics)``: the final TrainState (leading [num_seeds] dim when
-    ``num_seeds > 1``) and each metric stacked per iteration ``[iterations, (seeds)]``.
-    ``compile``: True (the whole update one ``fxrl.compile`` program, its loops rolled),
-    a backend name, or False (eager).
-    """
-    return core.train(make(config), key, num_seeds, compile=compile, callback=callback)
+train = core.trainer(make)
+"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
+``config.total_steps`` env steps per seed, seeds vmapped in one program
+(``core.trainer``, the one ``train`` of every algorithm)."""

@@ -15,34 +15,11 @@ import torch
 from torch import Tensor
 
 from fxrl import specs, tree
+from fxrl.timestep import TimeStep
 
 __all__ = ["Env", "TimeStep", "Wrapper", "WrapperState", "params_as_tensors"]
 
 State = Any
-
-
-@tree.dataclass
-class TimeStep:
-    """What an env reports after ``reset`` or ``step``.
-
-    Attributes:
-      obs: the observation [*obs_shape] (a pytree for dict observation specs).
-      reward: [] float, the reward of the transition (0 after a reset).
-      terminated: [] bool, the episode ended in a terminal state (no bootstrapping).
-      truncated: [] bool, the episode was cut short (time limit): bootstrap from ``obs``.
-      info: dict of tensors; reset and step of one env always report the same keys.
-    """
-
-    obs: Any
-    reward: Tensor
-    terminated: Tensor
-    truncated: Tensor
-    info: dict[str, Any]
-
-    @property
-    def done(self) -> Tensor:
-        """``terminated | truncated``: the episode is over."""
-        return self.terminated | self.truncated
 
 
 def params_as_tensors(

@@ -16,6 +16,8 @@ from torch import Tensor
 
 from fxrl import random, specs, tree
 from fxrl.envs.core import Env, TimeStep, Wrapper, WrapperState
+from fxrl.transforms import Compose, EpisodeStats
+from fxrl.transforms.episodes import truncate_at  # time_limit's rule is step_counter's
 
 __all__ = [
     "AutoReset",
@@ -195,8 +197,6 @@ def transform(env: Env, *transforms: Any) -> Env:
     unpacked the same way. The same transform objects preprocess observations in front of
     a policy: ``compose(a, b)(obs)``.
     """
-    from fxrl.transforms import Compose
-
     for t in transforms:
         parts = t.transforms if isinstance(t, Compose) else (t,)
         for part in parts:
@@ -231,8 +231,6 @@ class TimeLimit(Wrapper):
         return self.env.reset(key, params)
 
     def step(self, state: Any, action: Any) -> tuple[Any, TimeStep]:
-        from fxrl.transforms.episodes import truncate_at  # the one rule (step_counter's too)
-
         state, ts = self.env.step(state, action)
         return state, truncate_at(ts, self.env.step_count(state), self.max_steps)
 
@@ -256,8 +254,6 @@ def episode_stats(env: Env) -> Env:
     """Report ``info["episode_return"]`` and ``info["episode_length"]``: the running sums
     of the current episode, so where ``terminated | truncated`` they are the finished
     episode's return and length. Works inside or outside ``auto_reset``."""
-    from fxrl.transforms import EpisodeStats
-
     return transform(env, EpisodeStats())
 
 

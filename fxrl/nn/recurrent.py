@@ -7,7 +7,7 @@ project, cell)``:
     y, carry = model.step(params, x, carry, is_init)      # x [*B, in]     -> y [*B, H]
 
 A one-layer model also splits a step in two, for a loop written by hand (such as
-backpropagation through time with ``core.scan_vjp``): ``gx = model.project(params, xs)``
+backpropagation through time with ``fxrl.scan.scan_vjp``): ``gx = model.project(params, xs)``
 computes the input projections of every step at once, and ``y, carry =
 model.cell(params, gx[t], carry, is_init[t])`` is the rest of step ``t``.
 

@@ -21,7 +21,7 @@ import torch
 
 import fxrl
 from fxrl import algorithms, random
-from fxrl.algorithms.core import combinations
+from fxrl.algorithms.sweeps import combinations
 from fxrl.envs import registry as envs_registry
 from fxrl.run.checkpoint import atomic_write
 

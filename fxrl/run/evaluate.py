@@ -20,7 +20,8 @@ import torch
 
 from fxrl import envs, random, specs, tree
 from fxrl._optional import require
-from fxrl.algorithms.core import combination_names, params_device
+from fxrl.algorithms.evaluation import params_device
+from fxrl.algorithms.sweeps import combination_names
 from fxrl.envs.registry import is_host_id
 from fxrl.run import checkpoint
 from fxrl.run.config_io import read_run_config

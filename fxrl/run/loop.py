@@ -43,7 +43,8 @@ from typing import Any
 import torch
 
 from fxrl import random, tree
-from fxrl.algorithms.core import batched, check_sweep
+from fxrl.algorithms.core import batched
+from fxrl.algorithms.sweeps import check_sweep
 from fxrl.envs.host import HostEnvError
 from fxrl.run import checkpoint
 from fxrl.run import lock as run_lock
@@ -114,7 +115,7 @@ def train(
         a minute once); False runs it eager (debugging, very short runs).
       sweep: ``{field: [values]}`` (``{"lr": [1e-4, 3e-4], "ent_coef": [0, 0.01]}``):
         every combination x ``num_seeds`` seeds, one vmapped update (``fxrl.run.sweep``);
-        fields that can be swept: the algorithm module's ``SWEEPABLE``.
+        fields that can be swept: the algorithm's ``hyperparams`` (``algo.hyperparams``).
       tasks: train a task ensemble (``fxrl.run.tasks``): ``tasks`` env variants x
         ``num_seeds`` seeds as one vmapped update, each agent's envs running its task's
         params (algorithms whose ``init`` takes ``env_params``: PPO).
@@ -131,7 +132,7 @@ def train(
         raise ValueError(f"train: num_seeds must be a positive int, got {num_seeds!r}.")
     algo = algorithm_module(algorithm).make(config)  # a bad config or env id fails first
     if sweep is not None:  # as must a bad sweep
-        sweep = {k: list(v) for k, v in check_sweep(config, sweep).items()}
+        sweep = {k: list(v) for k, v in check_sweep(algo, sweep).items()}
         batched(algo, num_seeds, compile, sweep=sweep)
     task_entry = _draw_tasks(algorithm, algo, config, tasks, task_ranges, sweep, seed)
     check_loggers(tensorboard=loop_kw.get("tensorboard", False), wandb=loop_kw.get("wandb", False))

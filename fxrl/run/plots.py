@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from fxrl.algorithms.core import combination_names
+from fxrl.algorithms.sweeps import combination_names
 from fxrl.run.checkpoint import written_atomically
 
 __all__ = ["curve", "plot_runs", "plot_sweep", "seed_curves"]
@@ -191,7 +191,7 @@ def plot_sweep(
     """Write a sweep run's grid: one panel per combination, one line per seed.
 
     With two swept fields the panels are laid out by their values (rows: the first
-    field's, columns: the second's); otherwise in ``core.combinations`` order, row by row.
+    field's, columns: the second's); otherwise in ``sweeps.combinations`` order, row by row.
     A task run (``fxrl.run.tasks``) gets one panel per task, named by its params. All
     panels share both axes.
 

@@ -4,7 +4,7 @@
 
 trains the 6 combinations x 4 seeds as one vmapped update (``core.batched(...,
 sweep=)``). The run's batched TrainState holds ``C * seeds`` agents: agent ``c * seeds +
-s`` is seed ``s`` of combination ``c`` (``core.combinations`` order: the last field varies
+s`` is seed ``s`` of combination ``c`` (``sweeps.combinations`` order: the last field varies
 fastest), and seed ``s`` starts from the key seed ``s`` of a run without the sweep has.
 ``config.json`` keeps the sweep (``"sweep": {"lr": [...], ...}``) and ``num_seeds`` per
 combination; each ``metrics.jsonl`` row carries ``combination`` (its name, e.g.
@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from fxrl.algorithms.core import combination_names, combinations
+from fxrl.algorithms.sweeps import combination_names, combinations
 
 __all__ = ["agents", "best_agent", "parse_flag", "pick", "tag_rows"]
 

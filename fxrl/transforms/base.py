@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from fxrl import specs, tree
-from fxrl.envs.core import TimeStep
+from fxrl.timestep import TimeStep
 
 __all__ = ["Transform", "as_box", "batch_zeros", "bounds"]
 

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from fxrl import random, specs, tree
-from fxrl.envs.core import TimeStep
+from fxrl.timestep import TimeStep
 from fxrl.transforms.base import Transform, as_box, batch_zeros
 
 __all__ = ["EpisodeStats", "frame_stack", "noop_reset", "step_counter", "truncate_at"]
@@ -140,8 +140,7 @@ class NoopReset(Transform):
         """Reset, then take ``n ~ U{1..noops}`` no-op steps (fewer if the episode ends)."""
         inner = env.unwrapped() if callable(getattr(env, "unwrapped", None)) else env
         # A host env (fxrl.envs.host.HostEnv, AtariVector) is the one that drives a
-        # gymnasium env; told by that attribute, so this module need not import
-        # fxrl.envs.host, which imports it back through envs.registry and envs.wrappers.
+        # gymnasium env; told by that attribute: transforms sit below fxrl.envs.
         if hasattr(inner, "gymnasium_env"):
             raise TypeError(
                 "noop_reset: cannot wrap a host env: its no-op steps would be taken (and "

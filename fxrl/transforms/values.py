@@ -10,7 +10,7 @@ from torch import Tensor
 
 from fxrl import specs, tree
 from fxrl._errors import unknown
-from fxrl.envs.core import TimeStep
+from fxrl.timestep import TimeStep
 from fxrl.transforms.base import Transform, as_box
 
 __all__ = ["RunningStats", "clip", "observation_norm", "reward_scale"]

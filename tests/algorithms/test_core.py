@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from fxrl import tree
 from fxrl.algorithms import core
+from fxrl.scan import scan
 
 
 @given(
@@ -68,8 +69,8 @@ def _body(c, x):
 def test_scan_compiled_equals_the_eager_python_loop_with_a_dataclass_carry():
     carry = _Carry(torch.ones(3), torch.zeros(3).expand(3))
     xs = {"u": torch.arange(12.0).reshape(4, 3)}
-    eager_c, eager_y = core.scan(_body, carry, xs)
-    f = torch.compile(lambda c, x: core.scan(_body, c, x), backend="aot_eager", fullgraph=True)
+    eager_c, eager_y = scan(_body, carry, xs)
+    f = torch.compile(lambda c, x: scan(_body, c, x), backend="aot_eager", fullgraph=True)
     comp_c, comp_y = f(carry, xs)
     torch.testing.assert_close(eager_c.x, comp_c.x, rtol=0, atol=0)
     torch.testing.assert_close(eager_y["y"], comp_y["y"], rtol=0, atol=0)

@@ -226,7 +226,7 @@ def test_make_learner_trains_on_a_host_env_through_the_collector():
         return exploration.egreedy(key, greedy, env.action_spec, 0.1)
 
     batches = collector(env, act, lambda: state[0], random.key(17), 32, total_frames=128,
-                        init_random_frames=32)  # fmt: skip
+                        learning_starts=32)  # fmt: skip
     for i, (batch, _) in enumerate(batches):
         buf = buffers.add(buf, {k: batch[k] for k in example})
         *state, buf, m = learn(*state, buf, random.key(100 + i))

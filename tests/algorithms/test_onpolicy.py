@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fxrl import random
-from fxrl.algorithms import onpolicy, ppo, recurrent_ppo, tasks
+from fxrl.algorithms import dqn, onpolicy, ppo, recurrent_ppo, sac, tasks, td3
 from fxrl.run.config_io import config_from_json, config_to_json
 
 
@@ -40,8 +40,7 @@ def test_advantages_equal_a_naive_gae_loop_with_terminations_and_truncations():
     traj["terminated"][[2, 7], [0, 1]] = True
     traj["truncated"][[4, 9], [1, 2]] = True
     next_value = random.normal(k[2], (t_len, n), dtype=torch.float64)
-    config = types.SimpleNamespace(gamma=0.9, gae_lambda=0.8)
-    advantage, target = onpolicy.advantages(traj, next_value, config)
+    advantage, target = onpolicy.advantages(traj, next_value, {"gamma": 0.9, "gae_lambda": 0.8})
     want = _naive_gae(
         traj["reward"], traj["value"], next_value, traj["terminated"], traj["truncated"], 0.9, 0.8
     )
@@ -70,8 +69,9 @@ def test_annealed_lr_decays_linearly_per_update_to_zero():
 
 @pytest.mark.parametrize("anneal", [False, True])
 def test_gradient_steps_equal_clip_grad_norm_then_torch_adam(anneal):
-    cfg = types.SimpleNamespace(lr=0.05, max_grad_norm=0.3, anneal_lr=anneal)
-    opt, lr_at = onpolicy.make_optimizer(cfg, grad_steps=2, updates=3)
+    cfg = types.SimpleNamespace(anneal_lr=anneal)
+    hp = {"lr": 0.05, "max_grad_norm": 0.3}
+    opt, lr_at = onpolicy.make_optimizer(cfg, hp, grad_steps=2, updates=3)
     k = random.split(random.key(2), 3)
     w0 = random.normal(k[0], (3, 4))
     x, y = random.normal(k[1], (8, 4)), random.normal(k[2], (8, 3))
@@ -109,10 +109,12 @@ def test_ppo_pieces_compose_into_its_update():
         carry, record = ppo.rollout_step(p, carry)
         records.append(record)
     traj = {k: torch.stack([r[k] for r in records]) for k in records[0]}
-    batch = ppo.advantages(p, state.params["net"], traj)
+    hp = ppo.make(config).hyperparams
+    batch = ppo.advantages(p, hp, state.params["net"], traj)
     key, index = onpolicy.shuffled_minibatches(carry[4], 1, 8, 1)
+    opt, _ = p.optimizer(hp)
     (net, _, _), metrics = ppo.minibatch_step(
-        p, (state.params["net"], state.opt_state, batch), index[0]
+        p, hp, opt, (state.params["net"], state.opt_state, batch), index[0]
     )
     new, out = ppo.make(config).update(state)
     assert torch.equal(new.obs, carry[2]) and torch.equal(new.key, key)
@@ -122,11 +124,14 @@ def test_ppo_pieces_compose_into_its_update():
 
 
 def test_on_policy_entry_points_share_one_shape():
+    # one train for every algorithm (core.trainer), each module's under its own name
     want = inspect.signature(ppo.train)
-    assert str(inspect.signature(recurrent_ppo.train)) == str(want)
+    for module in (recurrent_ppo, dqn, sac, td3):
+        assert str(inspect.signature(module.train)) == str(want)
+        assert module.train.__module__ == module.__name__
     assert str(want) == (
-        "(config: 'Config', key: 'Tensor', num_seeds: 'int' = 1, *, compile: 'bool | str' = "
-        "True, callback: 'Any' = None) -> 'tuple[TrainState, dict]'"
+        "(config: 'Any', key: 'Tensor', num_seeds: 'int' = 1, *, compile: 'bool | str' = "
+        "True, callback: 'Callable[[int, dict], None] | None' = None) -> 'tuple[Any, dict]'"
     )
     assert inspect.signature(tasks.update_tasks).parameters["compile"].default is True
 

@@ -135,7 +135,7 @@ def _assert_same_states(a, b):
 
 
 def test_one_compiled_program_rolls_its_loops_whatever_their_length():
-    # fxrl.compile traces the whole update once; core.scan keeps each loop one rolled
+    # fxrl.compile traces the whole update once; fxrl.scan keeps each loop one rolled
     # loop (torch's scan operator), so the loop bodies are traced once whatever num_steps.
     def graph(num_steps: int) -> tuple[list[int], int]:
         algo = ppo.make(ppo.Config(**{**SMALL, "num_steps": num_steps}))

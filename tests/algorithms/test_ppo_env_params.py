@@ -54,12 +54,14 @@ def test_env_params_are_stored_as_sorted_pairs_from_a_dict_or_pairs():
 
 
 def test_an_unknown_env_param_is_a_one_line_error_naming_the_known_ones():
+    # the Config only sorts env_params (building no env); make, which builds the env, checks them
+    config = ppo.Config(env="Breakout-MinAtar", env_params={"sticky_prob": 0.0})
     with pytest.raises(
         ValueError,
         match=r"unknown Breakout-MinAtar param 'sticky_prob'.*"
         r"Did you mean 'sticky_action_prob'.*minimal_action_set",
     ) as e:
-        ppo.Config(env="Breakout-MinAtar", env_params={"sticky_prob": 0.0})
+        ppo.make(config)
     assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match=r"env_params=.*expected a dict or \(name, value\) pairs"):
         ppo.Config(env_params=("length",))
@@ -136,7 +138,8 @@ def test_a_minatar_update_runs_eager_and_compiled_alike(game):
     assert torch.isfinite(ma["loss"]).all()
 
 
-def test_the_cli_flags_pass_env_params():
+def test_the_cli_flags_pass_env_params(capsys, tmp_path):
+    from fxrl.cli import main
     from fxrl.run import train_flags
 
     config, _ = train_flags.parse(
@@ -155,7 +158,10 @@ def test_the_cli_flags_pass_env_params():
     assert config.env_params == (("minimal_action_set", True), ("sticky_action_prob", 0))
     assert config.num_envs == 64  # the tuned MinAtar settings
     assert ppo.make(config).env.action_spec.n == 3 != envs.make("Breakout-MinAtar").action_spec.n
-    with pytest.raises(train_flags.FlagError, match="sticky"):
-        train_flags.parse(
-            ppo, "ppo", ["--env", "Breakout-MinAtar", "--env-params", "sticky_prob", "0"]
-        )
+    # an unknown env param: make (which builds the env) refuses it before any run starts
+    argv = ["--env", "Breakout-MinAtar", "--env-params", "sticky_prob", "0"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "ppo", "--out", str(tmp_path / "r"), *argv])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err and not (tmp_path / "r").exists()
+    assert err.startswith("fxrl train: error: ppo.Config.env_params: unknown Breakout-MinAtar")

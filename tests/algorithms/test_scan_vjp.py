@@ -1,4 +1,4 @@
-"""core.scan_vjp: backpropagation through time over a rolled loop equals autograd through
+"""fxrl.scan.scan_vjp: backpropagation through time over a rolled loop equals autograd through
 the unrolled Python loop (GRU and LSTM cells, resets inside the sequence); traced inside
 another loop, the program does not grow with the length. Compiled and vmapped (a loop in
 a loop, lowered by inductor) it is checked against eager through recurrent PPO's update
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fxrl import nn, random, tree
-from fxrl.algorithms import core
 from fxrl.compile import trace
+from fxrl.scan import scan, scan_vjp
 from fxrl.testing import assert_trees_close
 
 MODELS = {"lstm": nn.lstm, "gru": nn.gru}
@@ -66,7 +66,7 @@ def test_gradients_equal_autograd_through_the_unrolled_loop(
     model, params, carry, xs, is_init, w_y, w_c = _problem(
         kind, seed, length, batch, n_in, hidden, layers
     )
-    final, ys, vjp_fn = core.scan_vjp(_step_body(model), params, carry, (xs, is_init))
+    final, ys, vjp_fn = scan_vjp(_step_body(model), params, carry, (xs, is_init))
     ref_ys, ref_final = model.apply(params, xs, carry, is_init)
     assert_trees_close(ys, ref_ys, rtol=1e-6, atol=1e-6)
     assert_trees_close(final, ref_final, rtol=1e-6, atol=1e-6)
@@ -85,7 +85,7 @@ def test_a_reset_cuts_the_gradient_to_the_steps_before_it():
     is_init = torch.zeros(6, 2, dtype=torch.bool)
     is_init[3] = True
     w_y = torch.cat([torch.zeros_like(w_y[:3]), w_y[3:]])
-    _, _, vjp_fn = core.scan_vjp(_step_body(model), params, carry, (xs, is_init))
+    _, _, vjp_fn = scan_vjp(_step_body(model), params, carry, (xs, is_init))
     _, d_carry, (d_xs, _) = vjp_fn(None, w_y)
     assert float(d_carry.abs().max()) == 0.0
     assert float(d_xs[:3].abs().max()) == 0.0
@@ -101,13 +101,13 @@ def _minibatch_grads(kind, length):
     def run(params, carry, xs, is_init, w):
         def minibatch(acc, mb):
             c0, x, init, w_mb = mb
-            _, ys, vjp_fn = core.scan_vjp(body, params, c0, (x, init))
+            _, ys, vjp_fn = scan_vjp(body, params, c0, (x, init))
             g, _, _ = vjp_fn(None, w_mb)
             loss = (w_mb * ys).sum()
             return tree.map(torch.add, acc, g), {"loss": loss}
 
         zeros = tree.map(torch.zeros_like, params)
-        return core.scan(minibatch, zeros, (carry, xs, is_init, w))
+        return scan(minibatch, zeros, (carry, xs, is_init, w))
 
     def inputs(seed):
         k = random.split(random.key(seed), 5).unbind(0)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fxrl import random, tree
-from fxrl.algorithms import core, dqn, ppo, recurrent_ppo, sac, td3
+from fxrl.algorithms import core, dqn, ppo, recurrent_ppo, sac, sweeps, td3
 from fxrl.testing import assert_trees_close
 
 SEEDS, UPDATES = 2, 3
@@ -64,6 +64,19 @@ CASES = {
         ),
         {"exploration_noise": [0.1, 0.5], "ou_theta": [0.05, 0.5]},
     ),
+    "recurrent_ppo": (
+        recurrent_ppo,
+        recurrent_ppo.Config(
+            num_envs=4,
+            num_steps=8,
+            update_epochs=2,
+            num_minibatches=2,
+            rnn_hidden=8,
+            hidden=(8,),
+            total_steps=32 * UPDATES,
+        ),
+        {"lr": [1e-3, 1e-2], "gae_lambda": [0.9, 0.95]},
+    ),
 }
 
 
@@ -80,7 +93,7 @@ def test_a_sweep_equals_the_separate_runs_it_stands_for(name):
     module, config, sweep = CASES[name]
     key = random.key(7)
     state, metrics = run(*core.batched(module.make(config), SEEDS, False, sweep=sweep), key)
-    combos = core.combinations(sweep)
+    combos = sweeps.combinations(sweep)
     assert tree.leaves(state)[0].shape[0] == len(combos) * SEEDS
     separate = []
     for c, combo in enumerate(combos):
@@ -115,16 +128,16 @@ def test_agent_c_times_seeds_plus_s_starts_as_seed_s_of_a_run_without_the_sweep(
 
 def test_combinations_vary_the_last_field_fastest_and_names_read_as_typed():
     sweep = {"lr": [1e-4, 3e-4], "ent_coef": [0, 0.01]}
-    assert core.combinations(sweep) == [
+    assert sweeps.combinations(sweep) == [
         {"lr": 1e-4, "ent_coef": 0}, {"lr": 1e-4, "ent_coef": 0.01},
         {"lr": 3e-4, "ent_coef": 0}, {"lr": 3e-4, "ent_coef": 0.01},
     ]  # fmt: skip
-    assert core.combination_names(sweep) == [
+    assert sweeps.combination_names(sweep) == [
         "lr=0.0001,ent_coef=0", "lr=0.0001,ent_coef=0.01", "lr=0.0003,ent_coef=0",
         "lr=0.0003,ent_coef=0.01",
     ]  # fmt: skip
     # a value %g would round is written in full, so names stay distinct
-    assert core.combination_names({"gamma": [0.9999991, 0.9999992]}) == [
+    assert sweeps.combination_names({"gamma": [0.9999991, 0.9999992]}) == [
         "gamma=0.9999991", "gamma=0.9999992"
     ]  # fmt: skip
 
@@ -147,13 +160,39 @@ def test_combinations_vary_the_last_field_fastest_and_names_read_as_typed():
         (ppo, {"lr": [1e-3, 1e-3]}, r"repeat one"),
         (ppo, {"lr": [1e-3, -1.0]}, r"ppo.Config: lr=-1.0 is not allowed; expected a positive"),
         (ppo, {}, r"sweep: expected \{field: \[values\]\}"),
-        (recurrent_ppo, {"lr": [1e-3]}, r"recurrent_ppo.Config has no sweepable fields"),
+        (recurrent_ppo, {"cell": ["gru"]}, r"'cell': it is structural"),
     ],
 )
 def test_a_bad_sweep_is_a_one_line_error_naming_what_can_be_swept(module, sweep, message):
     with pytest.raises(ValueError, match=message) as info:
         core.batched(module.make(module.Config()), 2, False, sweep=sweep)
     assert "\n" not in str(info.value)
+
+
+def test_an_algorithm_whose_update_takes_no_hyperparameters_cannot_be_swept():
+    algo = ppo.make(ppo.Config())._replace(hyperparams={})  # as a user's own algorithm
+    with pytest.raises(ValueError, match=r"ppo.Config has no sweepable fields") as info:
+        core.batched(algo, 2, False, sweep={"lr": [1e-3, 1e-2]})
+    assert "\n" not in str(info.value)
+
+
+def test_update_takes_hyperparameters_as_an_argument_and_refuses_an_unknown_name():
+    # hyperparameters are data: the Config's numbers unless given, a tensor or a number
+    module, config, _ = CASES["ppo"]
+    algo, key = module.make(config), random.key(1)
+    plain, _ = algo.update(algo.init(key))
+    same, _ = algo.update(algo.init(key), {"ent_coef": config.ent_coef})
+    assert_trees_close(plain, same, rtol=0, atol=0)
+    other = module.make(dataclasses.replace(config, ent_coef=0.3, lr=1e-2))
+    want, want_metrics = other.update(other.init(key))
+    given = {"ent_coef": torch.tensor(0.3, dtype=torch.float64), "lr": 1e-2}
+    got, got_metrics = algo.update(algo.init(key), given)
+    assert_trees_close(got, want, rtol=0, atol=0)
+    assert_trees_close(got_metrics, want_metrics, rtol=0, atol=0)
+    assert set(algo.hyperparams) == set(ppo.HYPERPARAMS)
+    with pytest.raises(ValueError, match=r"'ent' is not a hyperparameter of ppo.Config\.") as e:
+        algo.update(algo.init(key), {"ent": 0.1})
+    assert "\n" not in str(e.value)
 
 
 @pytest.fixture(scope="module", params=["ppo", "dqn", "td3_ou"])
@@ -181,7 +220,7 @@ def test_a_compiled_sweep_is_the_eager_sweep(compiled_sweep):
     last = tree.leaves(tree.index(state.params, -1))
     assert any(not torch.equal(a, b) for a, b in zip(first, last, strict=True))
     if name == "ppo":  # the annealed lr of the first update is each agent's swept lr
-        lrs = [c["lr"] for c in core.combinations(CASES["ppo"][2]) for _ in range(SEEDS)]
+        lrs = [c["lr"] for c in sweeps.combinations(CASES["ppo"][2]) for _ in range(SEEDS)]
         torch.testing.assert_close(metrics["lr"][0], torch.tensor(lrs))
 
 

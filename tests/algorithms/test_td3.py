@@ -10,7 +10,6 @@ from _offpolicy import LEARN, compiled_and_eager, learn_and_judge
 
 from fxrl import buffers, nn, random, tree
 from fxrl.algorithms import core, td3
-from fxrl.algorithms.offpolicy import split
 from fxrl.testing import assert_trees_close
 
 # Tiny but complete: the first update is random actions only, learning starts at the second.
@@ -93,8 +92,8 @@ def _critic_loss_by_hand(state, buffer, config, smoothing):
     sampled batch, the target action built by ``smoothing``."""
     actor_net = nn.mlp(3, 1, config.hidden, "relu", output_activation="tanh")
     critic_net = nn.mlp(4, 1, config.hidden, "relu")
-    _, _, k_learn = split(state.key, 3)
-    k_sample, k_loss = split(random.split(k_learn, 1)[0], 2)
+    _, _, k_learn = random.split(state.key, 3).unbind(-2)
+    k_sample, k_loss = random.split(random.split(k_learn, 1)[0], 2).unbind(-2)
     batch, _ = buffers.sample(buffer, k_sample, config.batch_size)
     mu = 2.0 * actor_net.apply(state.target_params["actor"], batch["next_obs"])  # mid 0, half 2
     next_action = smoothing(mu, k_loss)

@@ -91,7 +91,7 @@ def test_vector_breakout_reports_the_lives_of_the_step_where_a_game_ended():
 
 def test_collector_gathers_batches_from_the_vector_env():
     env = envs.atari("Pong", num_envs=2)
-    c = collector(env, None, None, random.key(0), 64, total_frames=128, init_random_frames=128)
+    c = collector(env, None, None, random.key(0), 64, total_frames=128, learning_starts=128)
     batches = [batch for batch, _ in c]
     assert len(batches) == 2
     for batch in batches:

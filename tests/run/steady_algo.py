@@ -1,7 +1,7 @@
 """An algorithm whose compiled update is cheap to compile and to run, for the long-run test.
 
 Each update draws a batch from the TrainState's key, takes ``num_steps`` Adam steps of
-least squares on it inside a rolled loop (``core.scan``) and reports metrics as the real
+least squares on it inside a rolled loop (``fxrl.scan``) and reports metrics as the real
 algorithms do: the pieces of a compiled update (a key split, a draw, a loop, gradients, an
 optimizer state) without an env's physics, so ``fxrl.compile`` builds it in seconds and
 thousands of updates run in seconds.
@@ -14,7 +14,8 @@ import dataclasses
 import torch
 
 from fxrl import envs, optim, random, tree
-from fxrl.algorithms.core import Algorithm, scan
+from fxrl.algorithms.core import Algorithm
+from fxrl.scan import scan
 
 
 @dataclasses.dataclass(frozen=True)

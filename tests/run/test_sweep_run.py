@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fxrl import run, tree
-from fxrl.algorithms import core, ppo
+from fxrl.algorithms import ppo, sweeps
 from fxrl.cli import main
 from fxrl.run import sweep
 from fxrl.run.checkpoint import read_meta
@@ -232,7 +232,10 @@ def test_a_bad_sweep_flag_is_a_one_line_error_and_writes_nothing(capsys, tmp_pat
 def test_parse_flag_reads_fields_and_values():
     assert sweep.parse_flag(["lr=1e-4,3e-4", "ent-coef=0"]) == {"lr": [1e-4, 3e-4],
                                                                 "ent_coef": [0.0]}  # fmt: skip
-    assert core.combination_names(sweep.parse_flag(["lr=1e-4,3e-4"])) == ["lr=0.0001", "lr=0.0003"]
+    assert sweeps.combination_names(sweep.parse_flag(["lr=1e-4,3e-4"])) == [
+        "lr=0.0001",
+        "lr=0.0003",
+    ]
 
 
 def test_tag_rows_leaves_a_run_without_a_sweep_as_it_was():

@@ -85,7 +85,7 @@ class SpaceInvadersState:
 
 def _first_wave(like: Tensor) -> Tensor:
     """The package's ``alien_map[0:4, 2:8] = 1``: bool [*like.shape, 10, 10]."""
-    # built here, not a module-level tensor: a global constant read inside core.scan's
+    # built here, not a module-level tensor: a global constant read inside fxrl.scan's
     # loop body (PPO's compiled rollout) fails in inductor ("scan might be aliasing the
     # input or the output")
     i = torch.arange(10, device=like.device)
