@@ -44,9 +44,15 @@ $(NPM_STAMP): package.json package-lock.json
 web-deps: $(NPM_STAMP)
 
 # A fresh inductor cache per run: the suite sees what a new machine sees (a test that only
-# passes on a warm cache fails here too); removed afterwards.
+# passes on a warm cache fails here too); removed afterwards. Hypothesis's "ci" profile
+# (derandomized, 30 examples a property; HYPOTHESIS_PROFILE=thorough for more). One
+# inductor compile process per pytest worker: two workers already fill two cores, and each
+# pool of compile workers (in every `fxrl` subprocess too) costs seconds to start.
 test: lint web-deps
-	start=$$(date +%s); cache=$$(mktemp -d) && TORCHINDUCTOR_CACHE_DIR=$$cache $(PY) -m pytest -n 2 --dist loadfile --durations=30 \
+	start=$$(date +%s); cache=$$(mktemp -d) && TORCHINDUCTOR_CACHE_DIR=$$cache \
+		HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} \
+		TORCHINDUCTOR_COMPILE_THREADS=$${TORCHINDUCTOR_COMPILE_THREADS:-1} \
+		$(PY) -m pytest -n 2 --dist loadfile --durations=30 \
 		$(PYTEST_ARGS); rc=$$?; rm -rf $$cache; \
 		echo "make test: pytest took $$(( $$(date +%s) - start )) s (exit status $$rc)"; exit $$rc
 

@@ -114,8 +114,6 @@ def _classes() -> dict[str, type]:
                 return
             if self.mode == "copy":  # a second handle (a double-buffered buffer, or an
                 # output handed on already: see fix 4 in fxrl._cpp_wrapper_patch)
-                from fxrl._cpp_wrapper_patch import write_new_handle
-
                 write_new_handle(code, self.outer, self.reference)
                 return
             if self.mode == "swap":
@@ -417,3 +415,13 @@ def _plan_subgraph(wrapper: Any, lines: list, region: list[tuple[int, int]], sta
             kept = [n for n in _RESET.findall(line) if n not in names]
             lines[j] = " ".join(f"{n}.reset();" for n in kept)
     start.hoisted.extend(candidates[r] for r in candidates if r in hoisted)
+
+
+def write_new_handle(self: Any, target: str, source: str) -> None:
+    """``target = a new handle to source's tensor`` (``RAIIAtenTensorHandle`` has no copy)."""
+    self.writeline(f"{target}.reset();")
+    self.writeline("{ AtenTensorHandle fxrl_h;")
+    self.writeline(
+        f"  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_new_tensor_handle({source}, &fxrl_h));"
+    )
+    self.writeline(f"  {target} = RAIIAtenTensorHandle(fxrl_h); }}")

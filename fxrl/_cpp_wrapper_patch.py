@@ -143,21 +143,11 @@ def _codegen_subgraph_suffix(
         if isinstance(inner, ir.ShapeAsConstantBuffer):
             self.writeline(f"{outer} = {src};")
         elif src in moved:  # fix 4: the same buffer again, as a second handle
-            write_new_handle(self, outer, moved[src])
+            _cpp_loop_plan.write_new_handle(self, outer, moved[src])
         else:
             self.writeline(f"{outer}.reset();")
             self.writeline(f"{outer} = std::move({src});")
             moved[src] = outer
-
-
-def write_new_handle(self: Any, target: str, source: str) -> None:
-    """``target = a new handle to source's tensor`` (``RAIIAtenTensorHandle`` has no copy)."""
-    self.writeline(f"{target}.reset();")
-    self.writeline("{ AtenTensorHandle fxrl_h;")
-    self.writeline(
-        f"  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_new_tensor_handle({source}, &fxrl_h));"
-    )
-    self.writeline(f"  {target} = RAIIAtenTensorHandle(fxrl_h); }}")
 
 
 def _run_wrapper_ir_passes(self: Any, is_inference: bool) -> None:

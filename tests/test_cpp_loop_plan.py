@@ -20,6 +20,7 @@ import torch
 import fxrl
 from fxrl import _cpp_wrapper_patch, random, tree
 from fxrl.algorithms import core, ppo
+from fxrl.scan import scan
 
 pytestmark = pytest.mark.skipif(
     not _cpp_wrapper_patch.applies(), reason="the plan is part of the torch 2.13 C++ wrapper fixes"
@@ -110,7 +111,7 @@ def carries(c, xs):
         n = torch.tanh(a * 0.5 + x)
         return (n, b + n.sum()), {"y": n * 2}
 
-    return core.scan(body, c, xs)
+    return scan(body, c, xs)
 
 
 def one_buffer_two_slots(c, xs):
@@ -121,7 +122,7 @@ def one_buffer_two_slots(c, xs):
         n = torch.sin(a * b + x)
         return (n, n), {"y": n + a}
 
-    return core.scan(body, c, xs)
+    return scan(body, c, xs)
 
 
 def view_carry(c, xs):
@@ -131,7 +132,7 @@ def view_carry(c, xs):
         n = torch.tanh(c.t() * 1.5 + x.t()).contiguous()
         return n.t(), {"y": n.sum(0)}
 
-    return core.scan(body, c, xs)
+    return scan(body, c, xs)
 
 
 def swapped_slots(c, xs):
@@ -142,7 +143,7 @@ def swapped_slots(c, xs):
         a, b, keep = c
         return (b, a + x * keep, keep), {"y": a * b}
 
-    return core.scan(body, c, xs)
+    return scan(body, c, xs)
 
 
 def delay(c, xs):
@@ -153,7 +154,7 @@ def delay(c, xs):
         a, b = c
         return (torch.tanh(a + x), a), {"y": b * 2}
 
-    return core.scan(body, c, xs)
+    return scan(body, c, xs)
 
 
 def extern_kernels(c, xs):
@@ -165,7 +166,7 @@ def extern_kernels(c, xs):
         s, i = torch.sort(h, dim=-1)
         return s * 0.9 + h * 0.1, {"y": i, "m": h.mean(-1)}
 
-    return core.scan(body, c, xs)
+    return scan(body, c, xs)
 
 
 def nested(w, c, xs):
@@ -176,10 +177,10 @@ def nested(w, c, xs):
             h = torch.tanh(h @ W * w + x * (k + 1))
             return h, {"s": h.sum(-1)}
 
-        h, ys = core.scan(inner, c, 3)
+        h, ys = scan(inner, c, 3)
         return h, {"y": ys["s"], "m": h.mean(-1)}
 
-    c, ys = core.scan(outer, c, xs)
+    c, ys = scan(outer, c, xs)
     return c, ys["y"] * 2 + 1, ys["m"]
 
 
