@@ -16,6 +16,7 @@ import sys
 
 import pytest
 import torch
+from test_compile_cpp_wrapper import nested  # the loop in a loop both files compile
 
 import fxrl
 from fxrl import _cpp_wrapper_patch, random, tree
@@ -167,21 +168,6 @@ def extern_kernels(c, xs):
         return s * 0.9 + h * 0.1, {"y": i, "m": h.mean(-1)}
 
     return scan(body, c, xs)
-
-
-def nested(w, c, xs):
-    """A loop in a loop, vmapped over ``w`` (a loop input seen through a view)."""
-
-    def outer(c, x):
-        def inner(h, k):
-            h = torch.tanh(h @ W * w + x * (k + 1))
-            return h, {"s": h.sum(-1)}
-
-        h, ys = scan(inner, c, 3)
-        return h, {"y": ys["s"], "m": h.mean(-1)}
-
-    c, ys = scan(outer, c, xs)
-    return c, ys["y"] * 2 + 1, ys["m"]
 
 
 X8 = torch.linspace(-2.0, 2.0, 40).reshape(5, 8)

@@ -305,10 +305,8 @@ def make(config: Config) -> Algorithm:
         prioritized=config.prioritized,
         exploration_metric="epsilon",
     )
-    steps_per_update, hyperparams = (
-        config.num_envs * config.num_steps,
-        core.hyperparams(config, HYPERPARAMS),
-    )
+    steps_per_update = config.num_envs * config.num_steps
+    hyperparams = core.hyperparams(config, HYPERPARAMS)
     return Algorithm(init, update, policy, config, env, steps_per_update, hyperparams)
 
 

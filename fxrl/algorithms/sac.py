@@ -183,10 +183,8 @@ def make(config: Config) -> Algorithm:
         return init_state(config, benv, k_env, k_state, params, target, opt_init(params))
 
     update = make_update(config, benv, uniform_phase, act, learn, hyperparam_dtypes=HYPERPARAMS)
-    steps_per_update, hyperparams = (
-        config.num_envs * config.num_steps,
-        core.hyperparams(config, HYPERPARAMS),
-    )
+    steps_per_update = config.num_envs * config.num_steps
+    hyperparams = core.hyperparams(config, HYPERPARAMS)
     return Algorithm(init, update, policy, config, env, steps_per_update, hyperparams)
 
 
