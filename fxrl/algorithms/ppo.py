@@ -552,7 +552,7 @@ def make(config: Config) -> Algorithm:
         return policy(p, params, obs, key, mode)
 
     init_.__doc__, update_.__doc__, policy_.__doc__ = init.__doc__, update.__doc__, policy.__doc__
-    hyperparams = {f: getattr(config, f) for f in HYPERPARAMS}
+    hyperparams = core.hyperparams(config, HYPERPARAMS)
     return Algorithm(init_, update_, policy_, config, p.env, p.batch_size, hyperparams)
 
 

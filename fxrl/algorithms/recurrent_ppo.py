@@ -442,7 +442,7 @@ def make(config: Config) -> RecurrentAlgorithm:
 
     update.collect = core.Collect(begin, act, observe, finish, t_len)  # type: ignore[attr-defined]
 
-    hyperparams = {f: getattr(config, f) for f in HYPERPARAMS}
+    hyperparams = core.hyperparams(config, HYPERPARAMS)
     return RecurrentAlgorithm(
         init, update, policy, config, env, steps_per_update, hyperparams, initial_carry
     )
