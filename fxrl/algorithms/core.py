@@ -449,8 +449,10 @@ def trainer(make: Callable[[Any], Any]) -> Callable[..., tuple[Any, dict]]:
 
     train_.__module__, train_.__name__, train_.__qualname__ = make.__module__, "train", "train"
     train_.__doc__ = (
-        f"Train ``{make.__module__}.make(config)`` for ``config.total_steps`` env steps per "
-        "seed, seeds vmapped in one program (``fxrl.algorithms.core.trainer``)."
+        "``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, "
+        f"metrics)``: train ``{make.__module__}.make(config)`` for ``config.total_steps`` env "
+        "steps per seed, seeds vmapped in one program (``fxrl.algorithms.core.trainer``, the "
+        "one ``train`` of every algorithm)."
     )
     return train_
 
