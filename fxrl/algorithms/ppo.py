@@ -400,8 +400,8 @@ def make(config: Config) -> Algorithm:
         x = obs if norm is None else norm(obs, stats)
         dist, value = forward(net_params, x)
         action, logp = dist.sample_and_log_prob(k_act)
-        return (obs, stats, key), action, {"obs": x, "action": action, "log_prob": logp,
-                                           "value": value}  # fmt: skip
+        record = {"obs": x, "action": action, "log_prob": logp, "value": value}
+        return (obs, stats, key), action, record
 
     def observe(hp: dict, net_params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
         """The env's half, from the step's TimeStep; the record holds ``final_x`` (the
