@@ -345,7 +345,9 @@ def make(config: Config) -> Algorithm:
         inner, seen = observe(hp, params, inner, ts)
         return (env_state, *inner), {**record, **seen}
 
-    def prepare(params: dict, hp: dict, traj: dict) -> dict:
+    def advantages(hp: dict, params: dict, traj: dict) -> dict:
+        """The rollout ``traj`` [T, num_envs, ...] as a batch of whole env sequences with
+        GAE advantages and value targets (ppo's ``advantages``, kept time-major)."""
         # Bootstrap values: each step's reached observation (the final one where an episode
         # ended) seen with the carry after that step, all T*N at once as one-step sequences.
         flat = lambda v: v.flatten(0, 1)[None]
@@ -387,7 +389,7 @@ def make(config: Config) -> Algorithm:
     def finish(hp: dict, state: TrainState, params: dict, c: tuple, traj: dict) -> tuple:
         obs, carry, is_init, key = c
         opt, lr_at = optimizer(hp)
-        batch = prepare(params, hp, traj)
+        batch = advantages(hp, params, traj)
 
         # learn: epochs x minibatches of whole env sequences (rows of ``index``), each
         # re-run through the core from the carry it started the rollout with
