@@ -68,7 +68,7 @@ def run(args: Args, cell: str, log: object) -> torch.Tensor:
     # judge each seed by its greedy policy in gymnasium's CartPole-v1, masked, carry fed back
     for s in range(args.num_seeds):
         params = tree.index(state.params, s) if args.num_seeds > 1 else state.params
-        returns = recurrent_ppo.evaluate(algo, params, args.eval_episodes, seed=1000 * s)
+        returns = core.evaluate(algo, params, args.eval_episodes, seed=1000 * s)
         late = torch.stack(history[-10:])[:, s].nanmean().item()
         row = {"cell": cell, "seed": s, "eval_returns": returns.tolist(),
                "eval_mean": returns.mean().item(), "train_return_last10": late,

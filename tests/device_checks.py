@@ -689,7 +689,7 @@ def _evaluation(key: torch.Tensor) -> Any:
     return [
         core.evaluate(algo, params, 1),
         core.evaluate(algo, params, 1, gymnasium=False),
-        recurrent_ppo.evaluate(rnn, rnn_params, 1),
+        core.evaluate(rnn, rnn_params, 1),
         tasks.evaluate_tasks(algo, task_state.params, task, 1),
         tasks.evaluate_gymnasium(algo, params, tree.index(task, 0), 1),
         evaluate_pure(algo, params, key, 2),

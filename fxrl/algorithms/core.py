@@ -105,7 +105,8 @@ class Algorithm(NamedTuple):
         the module docstring. ``hyperparams``: ``{name: value}`` for some of
         ``hyperparams``' names (tensors: a sweep's, batched under vmap), used instead of
         the Config's numbers.
-      policy: ``policy(params, obs, key=None, mode="mode") -> action``; exportable with
+      policy: ``policy(params, obs, key=None, mode="mode") -> action`` (a recurrent
+        policy also takes and returns its carry: ``initial_carry``); exportable with
         ``fxrl.export`` (preprocessing included: it takes raw env observations).
       config: the Config the algorithm was made from.
       env: the pure env (one, unbatched, as ``fxrl.envs.make`` builds it) the agent acts
@@ -113,6 +114,12 @@ class Algorithm(NamedTuple):
       steps_per_update: env steps one ``update`` takes per seed.
       hyperparams: ``{field: the Config's value}``: the numbers ``update`` reads only as
         values, which a sweep may vary (none: the update takes no ``hyperparams``).
+      initial_carry: None for a feed-forward policy. A recurrent one (recurrent PPO's) has
+        ``initial_carry(batch_shape=(), device=None) -> carry`` (zeros), and its policy
+        takes and returns the carry: ``policy(params, obs, carry, is_init, key=None,
+        mode="mode") -> (action, carry)``, ``is_init [*B]`` bool marking an episode's
+        first observation. Evaluation, export and the run code feed the carry back when
+        this is set.
     """
 
     init: Callable[..., Any]
@@ -122,6 +129,7 @@ class Algorithm(NamedTuple):
     env: Env
     steps_per_update: int
     hyperparams: Mapping[str, float] = MappingProxyType({})
+    initial_carry: Callable[..., Any] | None = None
 
 
 # ------------------------------------------------------------------------------ configs
@@ -441,8 +449,10 @@ def trainer(make: Callable[[Any], Any]) -> Callable[..., tuple[Any, dict]]:
 
     train_.__module__, train_.__name__, train_.__qualname__ = make.__module__, "train", "train"
     train_.__doc__ = (
-        f"Train ``{make.__module__}.make(config)`` for ``config.total_steps`` env steps per "
-        "seed, seeds vmapped in one program (``fxrl.algorithms.core.trainer``)."
+        "``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, "
+        f"metrics)``: train ``{make.__module__}.make(config)`` for ``config.total_steps`` env "
+        "steps per seed, seeds vmapped in one program (``fxrl.algorithms.core.trainer``, the "
+        "one ``train`` of every algorithm)."
     )
     return train_
 

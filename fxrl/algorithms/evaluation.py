@@ -35,7 +35,9 @@ def evaluate(
     gymnasium: bool = True,
 ) -> Tensor:
     """Returns of ``episodes`` episodes played by ``algo.policy(params, obs, mode=mode)``
-    (``algo``: an ``Algorithm``, ``make(config)``'s result).
+    (``algo``: an ``Algorithm``, ``make(config)``'s result). A recurrent policy
+    (``algo.initial_carry`` set) gets its carry back each step, from
+    ``algo.initial_carry()`` with ``is_init`` True on each episode's first observation.
 
     With ``gymnasium=True`` the episodes run in gymnasium's own env of the config's id
     (``gymnasium.make(id)``, reset with seeds ``seed, seed+1, ...``): the judge of
@@ -56,8 +58,24 @@ def evaluate(
     return torch.tensor(returns, dtype=torch.float64, device=params_device(params))
 
 
-def _act(algo: Any, params: Any, obs: Tensor, key: Tensor, mode: str) -> Tensor:
-    return algo.policy(params, obs, key if mode != "mode" else None, mode=mode)
+class _Actor:
+    """``act(obs, key) -> action`` for one episode of ``algo.policy``; a recurrent policy's
+    carry is kept between calls, starting from zeros with ``is_init`` True."""
+
+    def __init__(self, algo: Any, params: Any, mode: str, device: torch.device) -> None:
+        self.algo, self.params, self.mode = algo, params, mode
+        self.carry = None if algo.initial_carry is None else algo.initial_carry((), device)
+        self.is_init = torch.tensor(True, device=device)
+
+    def __call__(self, obs: Tensor, key: Tensor) -> Tensor:
+        key_ = key if self.mode != "mode" else None
+        if self.carry is None:
+            return self.algo.policy(self.params, obs, key_, mode=self.mode)
+        action, self.carry = self.algo.policy(
+            self.params, obs, self.carry, self.is_init, key_, mode=self.mode
+        )
+        self.is_init = torch.zeros_like(self.is_init)
+        return action
 
 
 def params_device(params: Any) -> torch.device:
@@ -73,11 +91,12 @@ def _gym_episode(algo: Any, params: Any, env_id: str, seed: int, mode: str) -> f
     env = require("gymnasium", "fxrl.algorithms.evaluation.evaluate").make(env_id)
     obs, _ = env.reset(seed=seed)
     device = params_device(params)
+    act = _Actor(algo, params, mode, device)
     key, total, done = random.key(seed, device=device), 0.0, False
     while not done:
         key, sub = random.split(key).unbind(0)
         x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
-        action = _act(algo, params, x, sub, mode).cpu().numpy()
+        action = act(x, sub).cpu().numpy()
         if action.ndim == 0:
             action = action.item()
         obs, reward, terminated, truncated, _ = env.step(action)
@@ -89,13 +108,15 @@ def _gym_episode(algo: Any, params: Any, env_id: str, seed: int, mode: str) -> f
 
 def _pure_episode(algo: Any, params: Any, seed: int, mode: str) -> float:
     env = algo.env
-    key = random.key(seed, device=params_device(params))
+    device = params_device(params)
+    act = _Actor(algo, params, mode, device)
+    key = random.key(seed, device=device)
     key, reset_key = random.split(key).unbind(0)
     state, ts = env.reset(reset_key)
     total = 0.0
     while True:
         key, sub = random.split(key).unbind(0)
-        state, ts = env.step(state, _act(algo, params, ts.obs, sub, mode))
+        state, ts = env.step(state, act(ts.obs, sub))
         total += float(ts.reward)
         if bool(ts.terminated | ts.truncated):
             return total

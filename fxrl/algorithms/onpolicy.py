@@ -2,7 +2,7 @@
 
 An on-policy update is three stages, each a pure function of tensors:
 
-    carry, traj = scan(rollout_step, carry, num_steps)     # collect [T, num_envs, ...]
+    carry, traj = scan(env_step, carry, num_steps)        # collect [T, num_envs, ...]
     advantage, target = advantages(traj, next_value, config)    # GAE over the trajectory
     key, index = shuffled_minibatches(key, epochs, batch, num_minibatches)
     (params, opt_state), losses = scan(step, (params, opt_state), index)

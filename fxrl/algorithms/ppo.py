@@ -13,12 +13,13 @@ One ``update`` = a rollout (``fxrl.scan`` over ``num_steps``), GAE, and
 ``update_epochs`` x ``num_minibatches`` gradient steps (``fxrl.scan`` again), so under
 ``torch.compile`` each loop body is traced once, whatever the budget.
 
-The file reads top to bottom: ``Config``, ``network``, ``Parts`` (what ``make`` builds
-once: env, network, optimizer), then the update's pieces as plain functions of a
-``Parts`` and tensors (``init``, ``policy``, ``rollout_step``, ``advantages``,
-``minibatch_step``, ``update``), each importable and testable alone; what PPO shares
-with recurrent PPO (GAE, minibatch epochs, the clipped step, the annealed lr) is
-``fxrl.algorithms.onpolicy``.
+The file reads top to bottom: ``Config``, ``network``, then ``make``, which builds once
+what the update needs (env, network, normaliser, sizes) and defines the update's pieces
+as functions closing over them, in the order ``update`` calls them (``init``, ``policy``,
+``act``, ``observe``, ``advantages``, ``minibatch_step``, ``update``, ``finish``): the
+shape of every algorithm here, and of PureJaxRL's ``make_train`` and optax's factories.
+What PPO shares with recurrent PPO (GAE, minibatch epochs, the clipped step, the
+annealed lr) is ``fxrl.algorithms.onpolicy``.
 """
 
 from __future__ import annotations
@@ -44,23 +45,11 @@ __all__ = [
     "HYPERPARAMS",
     "TUNED",
     "Config",
-    "Parts",
     "TrainState",
-    "act_step",
-    "advantages",
-    "collect",
-    "init",
-    "learn",
     "make",
-    "minibatch_step",
     "nature_cnn",
     "network",
-    "observe_step",
-    "parts",
-    "policy",
-    "rollout_step",
     "train",
-    "update",
 ]
 
 # Config fields the update reads only as numbers, with their dtypes: ``update(state,
@@ -80,7 +69,7 @@ class Config:
     env: str = "CartPole-v1"  # an env id: fxrl.envs.registered(), "gymnasium:<id>" or "ale:<Game>"
     # overrides of the env's default params, passed to fxrl.envs.make(env, **env_params):
     # (name, value) pairs or a dict, e.g. {"sticky_action_prob": 0.0} (CLI: --env-params
-    # sticky_action_prob 0 minimal_action_set True)
+    # sticky_action_prob 0 minimal_action_set True); kept as given, compared in any order
     env_params: tuple[tuple[str, bool | int | float], ...] = ()
     num_envs: int = 4  # envs stepped together per seed
     num_steps: int = 128  # steps per env per update
@@ -104,7 +93,7 @@ class Config:
 
     def __post_init__(self) -> None:
         core.check_env_id(self, host=True)
-        _sorted_env_params(self)
+        _check_env_params_given(self)
         core.check_positive(
             self, "num_envs", "num_steps", "total_steps", "update_epochs", "num_minibatches"
         )
@@ -121,6 +110,12 @@ class Config:
         ok = all(isinstance(h, int) and h > 0 for h in self.hidden) and len(self.hidden) > 0
         check_config(self, "hidden", ok, "a non-empty tuple of positive ints, e.g. (64, 64)")
 
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and _compared(self) == _compared(other)
+
+    def __hash__(self) -> int:
+        return hash(_compared(self))
+
     @classmethod
     def tuned(cls, env: str = "CartPole-v1", **overrides: Any) -> Config:
         """The settings fxrl's recorded runs use for ``env`` (``TUNED``; every
@@ -130,25 +125,39 @@ class Config:
         return cls(env=env, **{**tuned, **overrides})
 
 
-def _sorted_env_params(config: Config) -> None:
-    """``env_params`` as a tuple of (name, value) pairs sorted by name (a dict given is
-    converted, so that equal settings make equal, hashable Configs). Whether each name is
-    one of the env's params is checked by ``make``, which builds the env."""
+def _check_env_params_given(config: Config) -> None:
+    """``env_params`` is a dict or (name, value) pairs. Whether each name is one of the env's
+    params is checked by ``make``, which builds the env."""
     given = config.env_params
     pairs = given.items() if isinstance(given, Mapping) else given
     ok = isinstance(pairs, tuple | list | type({}.items())) and all(
         isinstance(p, tuple | list) and len(p) == 2 and isinstance(p[0], str) for p in pairs
     )
     check_config(config, "env_params", ok, "a dict or (name, value) pairs of env params")
-    object.__setattr__(config, "env_params", tuple(sorted((str(n), v) for n, v in pairs)))
 
 
-def _check_env_params(config: Config) -> None:
+def _env_params(config: Config) -> dict[str, Any]:
+    """``env_params`` as ``{name: value}``, whether a dict or (name, value) pairs was given."""
+    given = config.env_params
+    return dict(given.items() if isinstance(given, Mapping) else given)
+
+
+def _compared(config: Config) -> tuple:
+    """The Config's values as ``==`` and ``hash`` see them: ``env_params`` as (name, value)
+    pairs sorted by name, so that equal settings (a dict, or pairs in any order, as the CLI
+    and config.json give them) make equal, hashable Configs; the field keeps what was
+    given."""
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    values["env_params"] = tuple(sorted(_env_params(config).items()))
+    return tuple(values.values())
+
+
+def _check_env_params(config: Config, env_params: dict[str, Any]) -> None:
     """Each name of ``env_params`` is one of the env's params (built once to read them)."""
-    if not config.env_params or is_host_id(config.env):  # make_env refuses env params there
+    if not env_params or is_host_id(config.env):  # make_env refuses env params there
         return
     names = [f.name for f in dataclasses.fields(envs.make(config.env).default_params)]
-    for name, _ in config.env_params:
+    for name in env_params:
         if name not in names:
             where = "ppo.Config.env_params"
             raise ValueError(_errors.unknown(name, names, f"{config.env} param", where=where))
@@ -288,46 +297,25 @@ def _distribution(net: dict, head: Tensor, discrete: bool) -> Any:
     return distributions.normal(head, net["log_std"].exp())
 
 
-@dataclasses.dataclass(frozen=True)
-class Parts:
-    """What ``make`` builds once from a Config, and the pieces of an update read.
+# ------------------------------------------------------------------------------ make
 
-    The pieces below (``rollout_step``, ``advantages``, ``minibatch_step``, ``update``)
-    are plain functions of a ``Parts`` and tensors, importable and testable on their own:
-    ``parts = ppo.parts(config)``, then ``ppo.update(parts, state)`` is ``algo.update``.
+
+def make(config: Config) -> Algorithm:
+    """PPO for ``config``: ``Algorithm(init, update, policy, config, env, steps_per_update,
+    hyperparams)``.
+
+    Builds once what the update needs (the env, checked to suit PPO's MLP, or for uint8
+    frames [C, H, W] its ``nature_cnn``; the network, the observation normaliser, the
+    sizes), then the update's pieces as functions closing over them, in the order
+    ``update`` calls them. ``update.collect`` is the update cut at the env's step
+    (``core.Collect``: ``begin``, ``act``, ``observe``, ``finish``), for a host env stepped
+    between the pieces (``fxrl.algorithms.host``): the same functions, so the same numbers.
     """
-
-    config: Config
-    env: Any  # the pure env (one, unbatched)
-    benv: Any  # envs.batch(env, num_envs)
-    net: nn.Model  # network(config, ...)
-    norm: Any  # transforms.observation_norm(running=True), or None
-    discrete: bool  # categorical policy (else Gaussian)
-    batch_size: int  # num_envs * num_steps: env steps per update
-    grad_steps: int  # update_epochs * num_minibatches: gradient steps per update
-    num_updates: int  # updates in total_steps (the lr anneals over them)
-
-    def forward(self, net_params: dict, x: Tensor) -> tuple[Any, Tensor]:
-        """``(distribution, value)`` for preprocessed observations ``x``."""
-        head, value = self.net.apply(net_params, x)
-        return _distribution(net_params, head, self.discrete), value
-
-    def preprocess(self, params: dict, obs: Tensor) -> Tensor:
-        """Raw observations as the network sees them (normalised when ``normalize_obs``)."""
-        return obs if self.norm is None else self.norm(obs, params["obs_norm"])
-
-    def optimizer(self, hp: dict) -> tuple[optim.GradientTransformation, Any]:
-        """``(opt, lr_at)`` for the hyperparameters ``hp``: ``onpolicy.make_optimizer``."""
-        return onpolicy.make_optimizer(self.config, hp, self.grad_steps, self.num_updates)
-
-
-def parts(config: Config) -> Parts:
-    """Build the env, network, normaliser and optimizer ``config`` asks for (checking that
-    the env's specs suit PPO's MLP, or for uint8 frames [C, H, W] its ``nature_cnn``)."""
     if not isinstance(config, Config):
         raise TypeError(f"ppo.make: expected a ppo.Config, got {type(config).__name__}.")
-    _check_env_params(config)
-    env = core.make_env(config.env, **dict(config.env_params))
+    env_params = _env_params(config)
+    _check_env_params(config, env_params)
+    env = core.make_env(config.env, **env_params)
     obs_spec, action_spec = env.observation_spec, env.action_spec
     where = f"ppo.make: {config.env} has"
     if not isinstance(obs_spec, specs.Box) or len(obs_spec.shape) == 0:
@@ -348,215 +336,160 @@ def parts(config: Config) -> Parts:
             f"{where} uint8 frames {obs_spec!r}, which the CNN scales by 1/255 itself: "
             "normalize_obs=False."
         )
-    batch_size = config.num_envs * config.num_steps
-    return Parts(
-        config=config,
-        env=env,
-        benv=envs.batch(env, config.num_envs),
-        net=(nature_cnn if image else functools.partial(network, config))(
-            tuple(obs_spec.shape), out_dim
-        ),
-        norm=transforms.observation_norm(running=True) if config.normalize_obs else None,
-        discrete=discrete,
-        batch_size=batch_size,
-        grad_steps=config.update_epochs * config.num_minibatches,
-        num_updates=onpolicy.num_updates(config, batch_size),
+    benv = envs.batch(env, config.num_envs)
+    net = (nature_cnn if image else functools.partial(network, config))(
+        tuple(obs_spec.shape), out_dim
     )
+    norm = transforms.observation_norm(running=True) if config.normalize_obs else None
+    batch_size = config.num_envs * config.num_steps  # env steps per update
+    grad_steps = config.update_epochs * config.num_minibatches  # gradient steps per update
+    num_updates = onpolicy.num_updates(config, batch_size)  # the lr anneals over them
 
+    def forward(net_params: dict, x: Tensor) -> tuple[Any, Tensor]:
+        """``(distribution, value)`` for preprocessed observations ``x``."""
+        head, value = net.apply(net_params, x)
+        return _distribution(net_params, head, discrete), value
 
-# ------------------------------------------------------------------------------ init, act
+    def preprocess(params: dict, obs: Tensor) -> Tensor:
+        """Raw observations as the network sees them (normalised when ``normalize_obs``)."""
+        return obs if norm is None else norm(obs, params["obs_norm"])
 
+    def optimizer(hp: dict) -> tuple[optim.GradientTransformation, Any]:
+        """``(opt, lr_at)`` for the hyperparameters ``hp``: ``onpolicy.make_optimizer``."""
+        return onpolicy.make_optimizer(config, hp, grad_steps, num_updates)
 
-def init(p: Parts, key: Tensor, env_params: Any = None) -> TrainState:
-    """A fresh agent; ``env_params`` (the env's params dataclass, e.g. a ``CartPoleParams``
-    with another pole ``length``) sets the task its envs run, kept in the env state
-    (default: ``env.default_params``). Leaves are shared by the ``num_envs`` envs, or per
-    env with a leading [num_envs] dim."""
-    k_net, k_env, k_state = random.split(key, 3).unbind(-2)
-    params = {"net": p.net.init(k_net)}
-    if not p.discrete:
-        size = p.env.action_spec.shape[0]
-        params["net"]["log_std"] = torch.zeros(size, dtype=p.env.dtype, device=key.device)
-    env_state, ts = p.benv.reset(k_env, env_params)
-    if p.norm is not None:
-        params["obs_norm"] = p.norm.init(ts.obs, p.env.observation_spec)
-    zero = torch.zeros((), dtype=torch.int64, device=key.device)
-    opt, _ = p.optimizer(core.hyperparams(p.config, HYPERPARAMS))
-    return TrainState(params, opt.init(params["net"]), env_state, ts.obs, k_state, zero, zero)
+    # -------------------------------------------------------------------------- init, act
 
+    def init(key: Tensor, env_params: Any = None) -> TrainState:
+        """A fresh agent; ``env_params`` (the env's params dataclass, e.g. a
+        ``CartPoleParams`` with another pole ``length``) sets the task its envs run, kept in
+        the env state (default: ``env.default_params``). Leaves are shared by the
+        ``num_envs`` envs, or per env with a leading [num_envs] dim."""
+        k_net, k_env, k_state = random.split(key, 3).unbind(-2)
+        params = {"net": net.init(k_net)}
+        if not discrete:
+            size = env.action_spec.shape[0]
+            params["net"]["log_std"] = torch.zeros(size, dtype=env.dtype, device=key.device)
+        env_state, ts = benv.reset(k_env, env_params)
+        if norm is not None:
+            params["obs_norm"] = norm.init(ts.obs, env.observation_spec)
+        zero = torch.zeros((), dtype=torch.int64, device=key.device)
+        opt, _ = optimizer(core.hyperparams(config, HYPERPARAMS))
+        return TrainState(params, opt.init(params["net"]), env_state, ts.obs, k_state, zero, zero)
 
-def policy(
-    p: Parts, params: dict, obs: Tensor, key: Tensor | None = None, mode: str = "mode"
-) -> Tensor:
-    """Action for raw observations ``obs [..., *obs_shape]``; continuous actions are
-    clipped into the action spec (the rollout keeps the unclipped sample)."""
-    dist, _ = p.forward(params["net"], p.preprocess(params, obs))
-    action = distributions.draw(dist, key, mode)
-    return action if p.discrete else p.env.action_spec.project(action)
+    def policy(params: dict, obs: Tensor, key: Tensor | None = None, mode: str = "mode") -> Tensor:
+        """Action for raw observations ``obs [..., *obs_shape]``; continuous actions are
+        clipped into the action spec (the rollout keeps the unclipped sample)."""
+        dist, _ = forward(params["net"], preprocess(params, obs))
+        action = distributions.draw(dist, key, mode)
+        return action if discrete else env.action_spec.project(action)
 
+    # -------------------------------------------------------------------------- collect
 
-# ------------------------------------------------------------------------------ collect
-
-
-def act_step(p: Parts, net_params: dict, obs: Tensor, stats: Any, key: Tensor) -> tuple:
-    """The policy's half of a rollout step: ``(key, action, record)`` for observations
-    ``obs [num_envs, ...]``; the record holds ``obs`` as the network saw it, ``action``,
-    ``log_prob`` and ``value``."""
-    key, k_act = random.split(key).unbind(-2)
-    x = obs if p.norm is None else p.norm(obs, stats)
-    dist, value = p.forward(net_params, x)
-    action, logp = dist.sample_and_log_prob(k_act)
-    return key, action, {"obs": x, "action": action, "log_prob": logp, "value": value}
-
-
-def observe_step(p: Parts, stats: Any, ts: Any) -> tuple[Any, Tensor, dict]:
-    """The env's half: ``(stats, next_obs, record)`` from the step's TimeStep; the record
-    holds ``final_x`` (the reached observation, the final one where an episode ended,
-    preprocessed) and ``onpolicy.step_record``'s fields. Running stats update after."""
-    final = ts.obs if p.norm is None else p.norm(ts.obs, stats)
-    next_obs = ts.info["next_obs"]
-    if p.norm is not None:
-        stats = p.norm.update(stats, ts.replace(obs=next_obs))
-    return stats, next_obs, {"final_x": final, **onpolicy.step_record(ts)}
-
-
-def rollout_step(p: Parts, carry: tuple, _: Any = None) -> tuple[tuple, dict]:
-    """One step of the ``num_envs`` envs, as ``fxrl.scan``'s body: ``act_step``, the env's
-    step, ``observe_step``.
-
-    Args:
-      carry: ``(net_params, env_state, obs [num_envs, ...], obs_norm stats or (), key)``.
-    Returns:
-      ``(carry, record)``: the record holds what learning needs of the step (``obs`` as the
-      network saw it, ``action``, ``log_prob``, ``value``, ``final_x``: the reached
-      observation, the final one where an episode ended, preprocessed) and
-      ``onpolicy.step_record``'s fields. Running stats update after the step.
-    """
-    net_params, env_state, obs, stats, key = carry
-    key, action, record = act_step(p, net_params, obs, stats, key)
-    env_state, ts = p.benv.step(env_state, action)
-    stats, next_obs, seen = observe_step(p, stats, ts)
-    return (net_params, env_state, next_obs, stats, key), {**record, **seen}
-
-
-# ------------------------------------------------------------------------------ learn
-
-
-def advantages(p: Parts, hp: dict, net_params: dict, traj: dict) -> dict:
-    """The rollout ``traj`` [T, num_envs, ...] as one flat batch [T * num_envs, ...] of
-    ``obs``, ``action``, ``log_prob``, ``value``, ``advantage`` and ``value_target`` (GAE,
-    bootstrapped from the value of each step's reached observation)."""
-    _, next_value = p.net.apply(net_params, traj["final_x"])
-    advantage, target = onpolicy.advantages(traj, next_value, hp)
-    batch = {k: traj[k].flatten(0, 1) for k in ("obs", "action", "log_prob", "value")}
-    batch["advantage"], batch["value_target"] = advantage.flatten(0, 1), target.flatten(0, 1)
-    return batch
-
-
-def minibatch_step(p: Parts, hp: dict, opt: Any, carry: tuple, index: Tensor) -> tuple[tuple, dict]:
-    """One ``opt`` step on the clipped objective over ``batch[index]``, as ``fxrl.scan``'s
-    body. ``carry``: ``(net_params, opt_state, batch)``; returns the loss's metrics."""
-    net_params, opt_state, batch = carry
-    minibatch = tree.map(lambda v: v[index], batch)
-
-    def loss_fn(params: dict, mb: dict) -> tuple[Tensor, dict]:
-        return onpolicy.clipped_loss(p.forward, params, mb, p.config, hp)
-
-    net_params, opt_state, metrics = onpolicy.gradient_step(
-        loss_fn, opt, net_params, opt_state, minibatch
-    )
-    return (net_params, opt_state, batch), metrics
-
-
-# ------------------------------------------------------------------------------ update
-
-
-def update(p: Parts, state: TrainState, hyperparams: dict | None = None) -> tuple[TrainState, dict]:
-    """One PPO iteration: collect ``num_envs x num_steps`` transitions, compute advantages,
-    then ``update_epochs`` passes of ``num_minibatches`` shuffled minibatches (one loop
-    over all of them). Pure; metrics per ``fxrl.algorithms.core``'s contract.
-    ``hyperparams``: tensors for some of ``HYPERPARAMS`` (a sweep's), instead of the
-    Config's numbers."""
-    hp = core.hyperparams(p.config, HYPERPARAMS, hyperparams)
-    params = state.params
-    # collect
-    carry = (params["net"], state.env_state, state.obs, params.get("obs_norm", ()), state.key)
-    body = functools.partial(rollout_step, p)
-    (_, env_state, obs, stats, key), traj = scan(body, carry, p.config.num_steps)
-    return learn(p, hp, state.replace(env_state=env_state), (obs, stats, key), traj)
-
-
-def learn(
-    p: Parts, hp: dict, state: TrainState, carry: tuple, traj: dict
-) -> tuple[TrainState, dict]:
-    """The learning half of ``update`` on a collected trajectory ``traj`` [T, num_envs]:
-    advantages, the minibatch epochs, the report. ``carry``: ``(obs, obs_norm stats or
-    (), key)`` where the rollout ended; ``state.env_state`` is kept as given."""
-    config, params = p.config, state.params
-    obs, stats, key = carry
-    opt, lr_at = p.optimizer(hp)
-    batch = advantages(p, hp, params["net"], traj)
-    # learn
-    key, index = onpolicy.shuffled_minibatches(
-        key, config.update_epochs, p.batch_size, config.num_minibatches
-    )
-    body = functools.partial(minibatch_step, p, hp, opt)
-    (net_params, opt_state, _), losses = scan(body, (params["net"], state.opt_state, batch), index)
-    # report
-    steps = state.steps + p.batch_size
-    episodes = onpolicy.episode_report(traj)
-    metrics = onpolicy.update_metrics(episodes, losses, lr_at(state.updates), steps)
-    new_params = {"net": net_params} if p.norm is None else {"net": net_params, "obs_norm": stats}
-    new = TrainState(new_params, opt_state, state.env_state, obs, key, steps, state.updates + 1)
-    return new, metrics
-
-
-def collect(p: Parts) -> core.Collect:
-    """``update`` cut at the env's step, for a host env stepped between the pieces
-    (``fxrl.algorithms.host``): the same functions, so the same numbers."""
-
-    def begin(hp: dict, state: TrainState) -> tuple[Any, tuple]:
+    def begin(hp: dict, state: TrainState) -> tuple[dict, tuple]:
+        """What the rollout reads (the network's params) and what it carries: ``(obs,
+        obs_norm stats or (), key)``."""
         params = state.params
         return params["net"], (state.obs, params.get("obs_norm", ()), state.key)
 
     def act(hp: dict, net_params: dict, c: tuple) -> tuple[tuple, Tensor, dict]:
+        """The policy's half of a rollout step on observations [num_envs, ...]; the record
+        holds ``obs`` as the network saw it, ``action``, ``log_prob`` and ``value``."""
         obs, stats, key = c
-        key, action, record = act_step(p, net_params, obs, stats, key)
+        key, k_act = random.split(key).unbind(-2)
+        x = obs if norm is None else norm(obs, stats)
+        dist, value = forward(net_params, x)
+        action, logp = dist.sample_and_log_prob(k_act)
+        record = {"obs": x, "action": action, "log_prob": logp, "value": value}
         return (obs, stats, key), action, record
 
     def observe(hp: dict, net_params: dict, c: tuple, ts: Any) -> tuple[tuple, dict]:
+        """The env's half, from the step's TimeStep; the record holds ``final_x`` (the
+        reached observation, the final one where an episode ended, preprocessed) and
+        ``onpolicy.step_record``'s fields. Running stats update after the step."""
         _, stats, key = c
-        stats, next_obs, record = observe_step(p, stats, ts)
-        return (next_obs, stats, key), record
+        final = ts.obs if norm is None else norm(ts.obs, stats)
+        next_obs = ts.info["next_obs"]
+        if norm is not None:
+            stats = norm.update(stats, ts.replace(obs=next_obs))
+        return (next_obs, stats, key), {"final_x": final, **onpolicy.step_record(ts)}
 
-    def finish(hp: dict, state: TrainState, net_params: dict, c: tuple, traj: dict) -> tuple:
-        return learn(p, hp, state, c, traj)
+    def env_step(hp: dict, carry: tuple, _: Any = None) -> tuple[tuple, dict]:
+        """One step of the ``num_envs`` envs, as ``fxrl.scan``'s body: ``act``, the env's
+        step, ``observe``. ``carry``: ``(net_params, env_state, obs, stats, key)``."""
+        net_params, env_state, *c = carry
+        c, action, record = act(hp, net_params, tuple(c))
+        env_state, ts = benv.step(env_state, action)
+        c, seen = observe(hp, net_params, c, ts)
+        return (net_params, env_state, *c), {**record, **seen}
 
-    return core.Collect(begin, act, observe, finish, p.config.num_steps)
+    # -------------------------------------------------------------------------- learn
 
+    def advantages(hp: dict, net_params: dict, traj: dict) -> dict:
+        """The rollout ``traj`` [T, num_envs, ...] as one flat batch [T * num_envs, ...] of
+        ``obs``, ``action``, ``log_prob``, ``value``, ``advantage`` and ``value_target``
+        (GAE, bootstrapped from the value of each step's reached observation)."""
+        _, next_value = net.apply(net_params, traj["final_x"])
+        advantage, target = onpolicy.advantages(traj, next_value, hp)
+        batch = {k: traj[k].flatten(0, 1) for k in ("obs", "action", "log_prob", "value")}
+        batch["advantage"], batch["value_target"] = advantage.flatten(0, 1), target.flatten(0, 1)
+        return batch
 
-def make(config: Config) -> Algorithm:
-    """PPO for ``config``: ``Algorithm(init, update, policy, config, env, steps_per_update)``,
-    the functions above bound to ``parts(config)``."""
-    p = parts(config)
+    def minibatch_step(hp: dict, opt: Any, carry: tuple, index: Tensor) -> tuple[tuple, dict]:
+        """One ``opt`` step on the clipped objective over ``batch[index]``, as
+        ``fxrl.scan``'s body. ``carry``: ``(net_params, opt_state, batch)``."""
+        net_params, opt_state, batch = carry
+        minibatch = tree.map(lambda v: v[index], batch)
 
-    def init_(key: Tensor, env_params: Any = None) -> TrainState:
-        return init(p, key, env_params)
+        def loss_fn(params: dict, mb: dict) -> tuple[Tensor, dict]:
+            return onpolicy.clipped_loss(forward, params, mb, config, hp)
 
-    def update_(state: TrainState, hyperparams: dict | None = None) -> tuple[TrainState, dict]:
-        return update(p, state, hyperparams)
+        net_params, opt_state, metrics = onpolicy.gradient_step(
+            loss_fn, opt, net_params, opt_state, minibatch
+        )
+        return (net_params, opt_state, batch), metrics
 
-    update_.collect = collect(p)  # type: ignore[attr-defined]  # for host envs
+    # -------------------------------------------------------------------------- update
 
-    def policy_(params: dict, obs: Tensor, key: Tensor | None = None, mode: str = "mode") -> Tensor:
-        return policy(p, params, obs, key, mode)
+    def update(state: TrainState, hyperparams: dict | None = None) -> tuple[TrainState, dict]:
+        """One PPO iteration: collect ``num_envs x num_steps`` transitions, compute
+        advantages, then ``update_epochs`` passes of ``num_minibatches`` shuffled minibatches
+        (one loop over all of them). Pure; metrics per ``fxrl.algorithms.core``'s contract.
+        ``hyperparams``: tensors for some of ``HYPERPARAMS`` (a sweep's), instead of the
+        Config's numbers."""
+        hp = core.hyperparams(config, HYPERPARAMS, hyperparams)
+        net_params, c = begin(hp, state)
+        # collect
+        body = functools.partial(env_step, hp)
+        (_, env_state, *c), traj = scan(body, (net_params, state.env_state, *c), config.num_steps)
+        return finish(hp, state.replace(env_state=env_state), net_params, tuple(c), traj)
 
-    init_.__doc__, update_.__doc__, policy_.__doc__ = init.__doc__, update.__doc__, policy.__doc__
+    def finish(
+        hp: dict, state: TrainState, net_params: dict, c: tuple, traj: dict
+    ) -> tuple[TrainState, dict]:
+        """The learning half of ``update`` on a collected trajectory ``traj`` [T, num_envs]:
+        advantages, the minibatch epochs, the report. ``c``: ``(obs, obs_norm stats or (),
+        key)`` where the rollout ended; ``state.env_state`` is kept as given."""
+        obs, stats, key = c
+        opt, lr_at = optimizer(hp)
+        batch = advantages(hp, net_params, traj)
+        # learn
+        key, index = onpolicy.shuffled_minibatches(
+            key, config.update_epochs, batch_size, config.num_minibatches
+        )
+        body = functools.partial(minibatch_step, hp, opt)
+        (net_params, opt_state, _), losses = scan(body, (net_params, state.opt_state, batch), index)
+        # report
+        steps = state.steps + batch_size
+        episodes = onpolicy.episode_report(traj)
+        metrics = onpolicy.update_metrics(episodes, losses, lr_at(state.updates), steps)
+        new_params = {"net": net_params} if norm is None else {"net": net_params, "obs_norm": stats}
+        new = TrainState(new_params, opt_state, state.env_state, obs, key, steps, state.updates + 1)
+        return new, metrics
+
+    update.collect = core.Collect(begin, act, observe, finish, config.num_steps)  # type: ignore[attr-defined]
     hyperparams = core.hyperparams(config, HYPERPARAMS)
-    return Algorithm(init_, update_, policy_, config, p.env, p.batch_size, hyperparams)
+    return Algorithm(init, update, policy, config, env, batch_size, hyperparams)
 
 
 train = core.trainer(make)
-"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
-``config.total_steps`` env steps per seed, seeds vmapped in one program
-(``core.trainer``, the one ``train`` of every algorithm)."""

@@ -11,6 +11,10 @@ and returns the carry like any other tensor.
     state, metrics = algo.update(state)         # collect num_envs x num_steps, then learn
     carry = algo.initial_carry()                # zeros; is_init=True resets it anyway
     action, carry = algo.policy(state.params, obs, carry, torch.tensor(True))
+    returns = core.evaluate(algo, state.params)  # gymnasium, the carry fed back each step
+
+``make`` returns a ``core.Algorithm`` like every algorithm's, with ``initial_carry`` set:
+evaluation, export and the run code feed the carry back because of it.
 
 One ``update``: a rollout of ``num_steps`` from the carry the previous update ended with
 (stored in the TrainState, with the flags saying which envs start a new episode), GAE,
@@ -37,10 +41,8 @@ import torch
 from torch import Tensor
 
 from fxrl import distributions, envs, nn, optim, random, specs, transforms, tree
-from fxrl._optional import require
 from fxrl.algorithms import core, onpolicy
-from fxrl.algorithms.core import check_config
-from fxrl.algorithms.evaluation import params_device
+from fxrl.algorithms.core import Algorithm, check_config
 from fxrl.nn import initializers as inits
 from fxrl.scan import scan, scan_vjp
 
@@ -49,9 +51,7 @@ __all__ = [
     "HYPERPARAMS",
     "POSITIONS",
     "Config",
-    "RecurrentAlgorithm",
     "TrainState",
-    "evaluate",
     "make",
     "train",
 ]
@@ -169,24 +169,6 @@ class TrainState:
     updates: Tensor  # [] int64 updates so far
 
 
-class RecurrentAlgorithm(NamedTuple):
-    """``core.Algorithm``'s fields, a recurrent ``policy``, and ``initial_carry``.
-
-    ``policy(params, obs [*B, full_obs_dim], carry, is_init [*B] bool, key=None,
-    mode="mode") -> (action [*B], carry)``; ``initial_carry(batch_shape=(), device=None)``
-    gives zeros.
-    """
-
-    init: Any
-    update: Any
-    policy: Any
-    config: Config
-    env: Any
-    steps_per_update: int
-    hyperparams: Any
-    initial_carry: Any
-
-
 # ------------------------------------------------------------------------------ network
 
 
@@ -282,8 +264,11 @@ def _distribution(head: Tensor) -> Any:
 # ------------------------------------------------------------------------------ make
 
 
-def make(config: Config) -> RecurrentAlgorithm:
-    """Recurrent PPO for ``config`` (discrete-action envs)."""
+def make(config: Config) -> Algorithm:
+    """Recurrent PPO for ``config`` (discrete-action envs): ``Algorithm(init, update, policy,
+    config, env, steps_per_update, hyperparams, initial_carry)``, the policy taking and
+    returning the carry: ``policy(params, obs [*B, full_obs_dim], carry, is_init [*B] bool,
+    key=None, mode="mode") -> (action [*B], carry)``."""
     if not isinstance(config, Config):
         raise TypeError(
             f"recurrent_ppo.make: expected a recurrent_ppo.Config, got {type(config).__name__}."
@@ -360,7 +345,9 @@ def make(config: Config) -> RecurrentAlgorithm:
         inner, seen = observe(hp, params, inner, ts)
         return (env_state, *inner), {**record, **seen}
 
-    def prepare(params: dict, hp: dict, traj: dict) -> dict:
+    def advantages(hp: dict, params: dict, traj: dict) -> dict:
+        """The rollout ``traj`` [T, num_envs, ...] as a batch of whole env sequences with
+        GAE advantages and value targets (ppo's ``advantages``, kept time-major)."""
         # Bootstrap values: each step's reached observation (the final one where an episode
         # ended) seen with the carry after that step, all T*N at once as one-step sequences.
         flat = lambda v: v.flatten(0, 1)[None]
@@ -402,7 +389,7 @@ def make(config: Config) -> RecurrentAlgorithm:
     def finish(hp: dict, state: TrainState, params: dict, c: tuple, traj: dict) -> tuple:
         obs, carry, is_init, key = c
         opt, lr_at = optimizer(hp)
-        batch = prepare(params, hp, traj)
+        batch = advantages(hp, params, traj)
 
         # learn: epochs x minibatches of whole env sequences (rows of ``index``), each
         # re-run through the core from the carry it started the rollout with
@@ -443,47 +430,9 @@ def make(config: Config) -> RecurrentAlgorithm:
     update.collect = core.Collect(begin, act, observe, finish, t_len)  # type: ignore[attr-defined]
 
     hyperparams = core.hyperparams(config, HYPERPARAMS)
-    return RecurrentAlgorithm(
+    return Algorithm(
         init, update, policy, config, env, steps_per_update, hyperparams, initial_carry
     )
 
 
-# ------------------------------------------------------------------------------ evaluate
-
-
-def evaluate(
-    algo: RecurrentAlgorithm, params: dict, episodes: int = 10, *, seed: int = 0, mode: str = "mode"
-) -> Tensor:
-    """Returns of ``episodes`` episodes in gymnasium's own env of the config's id (reset
-    with seeds ``seed, seed+1, ...``), the carry fed back each step and reset by
-    ``is_init`` on the first; the policy applies the velocity mask to gymnasium's
-    observations itself. ``params``: one seed's. Returns float64 [episodes]."""
-    import numpy as np
-
-    gym = require("gymnasium", "recurrent_ppo.evaluate")
-    returns = []
-    device = params_device(params)  # observations go there, actions come back
-    with torch.no_grad():
-        for e in range(episodes):
-            env = gym.make(algo.config.env)
-            obs, _ = env.reset(seed=seed + e)
-            carry = algo.initial_carry((), device)
-            is_init = torch.tensor(True, device=device)
-            key, total, done = random.key(seed + e, device=device), 0.0, False
-            while not done:
-                key, sub = random.split(key).unbind(0)
-                x = torch.as_tensor(np.asarray(obs), dtype=algo.env.dtype, device=device)
-                k_act = sub if mode != "mode" else None
-                action, carry = algo.policy(params, x, carry, is_init, k_act, mode=mode)
-                obs, reward, terminated, truncated, _ = env.step(int(action))
-                total += float(reward)
-                done, is_init = terminated or truncated, torch.zeros_like(is_init)
-            env.close()
-            returns.append(total)
-    return torch.tensor(returns, dtype=torch.float64, device=device)
-
-
 train = core.trainer(make)
-"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
-``config.total_steps`` env steps per seed, seeds vmapped in one program
-(``core.trainer``, the one ``train`` of every algorithm)."""

@@ -189,6 +189,3 @@ def make(config: Config) -> Algorithm:
 
 
 train = core.trainer(make)
-"""``train(config, key, num_seeds=1, *, compile=True, callback=None) -> (state, metrics)``:
-``config.total_steps`` env steps per seed, seeds vmapped in one program
-(``core.trainer``, the one ``train`` of every algorithm)."""

@@ -138,8 +138,8 @@ def torch_actor(algo: Any, params: Any) -> Callable[[np.ndarray], Any]:
 
 
 def is_recurrent(algo: Any) -> bool:
-    """Whether ``algo.policy`` takes and returns a carry (``algo.initial_carry`` exists)."""
-    return callable(getattr(algo, "initial_carry", None))
+    """Whether ``algo.policy`` takes and returns a carry (``algo.initial_carry`` is set)."""
+    return algo.initial_carry is not None
 
 
 class _RecurrentActor:

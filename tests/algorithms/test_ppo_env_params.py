@@ -1,6 +1,7 @@
 """PPO's ``env_params`` (forwarded to ``fxrl.envs.make``) and its MLP on non-flat
 observations (MinAtar's [10, 10, C], flattened as PureJaxRL's wrapper does)."""
 
+import dataclasses
 import math
 
 import pytest
@@ -39,22 +40,24 @@ def test_env_params_reach_the_env_and_the_default_values_change_nothing():
     assert not _same(plain[0].env_state, other[0].env_state)
 
 
-def test_env_params_are_stored_as_sorted_pairs_from_a_dict_or_pairs():
+def test_env_params_as_a_dict_or_pairs_in_any_order_make_equal_hashable_configs():
     a = ppo.Config(
         env="Breakout-MinAtar", env_params={"sticky_action_prob": 0.0, "minimal_action_set": True}
     )
     b = ppo.Config(
         env="Breakout-MinAtar",
-        env_params=[["sticky_action_prob", 0.0], ["minimal_action_set", True]],
+        env_params=[["minimal_action_set", True], ["sticky_action_prob", 0.0]],
     )
-    assert (
-        a.env_params == b.env_params == (("minimal_action_set", True), ("sticky_action_prob", 0.0))
-    )
-    assert hash(a) == hash(b)
+    c = ppo.Config(env="Breakout-MinAtar", env_params=(("minimal_action_set", True),))
+    assert a == b and hash(a) == hash(b) and len({a, b, c}) == 2 and a != c
+    assert a.env_params == {"sticky_action_prob": 0.0, "minimal_action_set": True}  # as given
+    assert dataclasses.replace(a, lr=1e-3) != a
+    assert ppo.make(a).env.default_params == ppo.make(b).env.default_params
 
 
 def test_an_unknown_env_param_is_a_one_line_error_naming_the_known_ones():
-    # the Config only sorts env_params (building no env); make, which builds the env, checks them
+    # the Config only checks env_params' shape (building no env); make, which builds the env,
+    # checks the names
     config = ppo.Config(env="Breakout-MinAtar", env_params={"sticky_prob": 0.0})
     with pytest.raises(
         ValueError,
@@ -155,7 +158,7 @@ def test_the_cli_flags_pass_env_params(capsys, tmp_path):
             "True",
         ],
     )
-    assert config.env_params == (("minimal_action_set", True), ("sticky_action_prob", 0))
+    assert dict(config.env_params) == {"minimal_action_set": True, "sticky_action_prob": 0}
     assert config.num_envs == 64  # the tuned MinAtar settings
     assert ppo.make(config).env.action_spec.n == 3 != envs.make("Breakout-MinAtar").action_spec.n
     # an unknown env param: make (which builds the env) refuses it before any run starts

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from fxrl.algorithms import recurrent_ppo
+from fxrl.algorithms import core
 from fxrl.cli import main
 from fxrl.run.evaluate import evaluate_run, load_run, seed_params
 from fxrl.run.export_run import export_run
@@ -25,7 +25,7 @@ def run_dir(tmp_path_factory):
     return d
 
 
-def test_eval_feeds_the_carry_back_like_recurrent_ppo_evaluate(run_dir):
+def test_eval_feeds_the_carry_back_like_core_evaluate(run_dir):
     result = evaluate_run(run_dir, episodes=3, gymnasium=True)
     assert (
         json.loads((run_dir / "eval.json").read_text())["gymnasium"]["1"] == result["gymnasium"][1]
@@ -34,8 +34,8 @@ def test_eval_feeds_the_carry_back_like_recurrent_ppo_evaluate(run_dir):
     assert algo.config.mask_velocity
     for s in range(info["num_seeds"]):
         assert len(result["pure"][s]) == 3 and all(r >= 8 for r in result["pure"][s])
-        # recurrent_ppo's own gymnasium loop (written apart) plays the same episodes
-        reference = recurrent_ppo.evaluate(algo, seed_params(state, s), episodes=3, seed=0)
+        # core.evaluate's gymnasium loop (written apart) plays the same episodes
+        reference = core.evaluate(algo, seed_params(state, s), episodes=3, seed=0)
         assert result["gymnasium"][s] == reference.tolist()
 
 
