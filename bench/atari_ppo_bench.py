@@ -184,34 +184,51 @@ def _spread(rates: list[float]) -> dict[str, float]:
             "frames_per_s": round(FRAMESKIP * statistics.median(rates), 1)}  # fmt: skip
 
 
+def per_update() -> int:
+    """Env steps per update of one seed (8 envs x 128 steps)."""
+    config = fxrl_config(1)
+    return config.num_envs * config.num_steps
+
+
+def plan(repeats: int, updates: int) -> dict:
+    """The throughput run's budget: fxrl's first update, then ``repeats`` rounds of
+    ``updates`` updates of one run (its ``total_steps`` holds them all); per round a
+    CleanRL process of ``updates + 1`` iterations (the first is outside the window)."""
+    batch = per_update()
+    return {"repeats": repeats, "updates": updates, "steps_per_update": batch,
+            "fxrl_total_steps": (1 + repeats * updates) * batch,
+            "cleanrl_total_timesteps": (updates + 1) * batch}  # fmt: skip
+
+
 def throughput(a: argparse.Namespace, common: dict) -> None:
     repeats, updates = a.repeats, a.updates
-    per_update = fxrl_config(1).num_envs * fxrl_config(1).num_steps
+    budget = plan(repeats, updates)
+    batch = budget["steps_per_update"]
     runs: dict[str, Callable[[], float]] = {}
     steps: dict[str, int] = {}
     who: dict[str, tuple[str, int]] = {}  # name: (impl, seeds)
     for n in a.seeds:
-        fx = FxrlRun(n, (1 + repeats * updates) * per_update, seed=a.seed)
+        fx = FxrlRun(n, budget["fxrl_total_steps"], seed=a.seed)
         compile_s = fx.run(1)
         _log(f"fxrl {n} seed(s): first update (compile) {compile_s:.1f} s")
         runs[_name(n)] = lambda fx=fx: fx.run(updates)
-        steps[_name(n)] = n * updates * per_update
+        steps[_name(n)] = n * updates * batch
         who[_name(n)] = ("fxrl", n)
         common[f"{_name(n)}_compile_s"] = round(compile_s, 1)
     printed: list[int] = []
     if a.cleanrl:
-        config = fxrl_config((updates + 1) * per_update)
-        cmd = cleanrl_command(a.cleanrl, config, (updates + 1) * per_update, a.seed + 1, a.threads)
+        total = budget["cleanrl_total_timesteps"]
+        cmd = cleanrl_command(a.cleanrl, fxrl_config(total), total, a.seed + 1, a.threads)
 
         def cleanrl_round() -> float:
             sps, _ = parse_cleanrl(_run_cleanrl(cmd, a.threads))
-            seconds, _ = window(sps, per_update)
+            seconds, _ = window(sps, batch)
             printed.append(sps[-1][1])
             _log(f"cleanrl: {len(sps)} iterations, last SPS {sps[-1][1]}")
             return seconds
 
         runs["cleanrl"] = cleanrl_round
-        steps["cleanrl"] = updates * per_update
+        steps["cleanrl"] = updates * batch
         who["cleanrl"] = ("cleanrl", 1)
     times, _ = measure(runs, iters=1, repeats=repeats, warmup=False, self_timed=True)
     rates = {name: [steps[name] / (ms / 1e3) for ms in ms_list] for name, ms_list in times.items()}
@@ -238,23 +255,24 @@ def throughput(a: argparse.Namespace, common: dict) -> None:
 # ------------------------------------------------------------------------------ curves
 
 
-def curve_plan(frames: int, per_update: int) -> dict:
+def curve_plan(frames: int) -> dict:
     """Updates per run for ``frames`` emulator frames per seed (rounded up to whole updates)."""
-    updates = math.ceil(frames / FRAMESKIP / per_update)
+    batch = per_update()
+    updates = math.ceil(frames / FRAMESKIP / batch)
     return {"frames_requested": frames, "frameskip": FRAMESKIP, "updates": updates,
-            "env_steps": updates * per_update, "frames": updates * per_update * FRAMESKIP,
+            "env_steps": updates * batch, "frames": updates * batch * FRAMESKIP,
             "note": f"{frames:,} frames = {frames // FRAMESKIP:,} env steps at frameskip "
-                    f"{FRAMESKIP}; run as {updates} updates x {per_update} env steps = "
-                    f"{updates * per_update:,} env steps ({updates * per_update * FRAMESKIP:,} "
+                    f"{FRAMESKIP}; run as {updates} updates x {batch} env steps = "
+                    f"{updates * batch:,} env steps ({updates * batch * FRAMESKIP:,} "
                     "frames) per seed and side"}  # fmt: skip
 
 
-def cleanrl_curve(episodes: list[tuple[int, float]], updates: int, per_update: int) -> list:
+def cleanrl_curve(episodes: list[tuple[int, float]], updates: int, batch: int) -> list:
     """Per update ``(games ended, mean return)`` of CleanRL's episodes (``None`` where none
     ended): an episode printed at ``global_step`` ended in update ``ceil(step / batch)``."""
     bins: list[list[float]] = [[] for _ in range(updates)]
     for step, ret in episodes:
-        bins[min(updates, math.ceil(step / per_update)) - 1].append(ret)
+        bins[min(updates, math.ceil(step / batch)) - 1].append(ret)
     return [(len(b), sum(b) / len(b) if b else None) for b in bins]
 
 
@@ -301,8 +319,8 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> None:
 
 
 def curves(a: argparse.Namespace, common: dict) -> None:
-    per_update = fxrl_config(1).num_envs * fxrl_config(1).num_steps
-    plan = curve_plan(a.frames, per_update)
+    batch = per_update()
+    plan = curve_plan(a.frames)
     updates, total = plan["updates"], plan["env_steps"]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -331,19 +349,19 @@ def curves(a: argparse.Namespace, common: dict) -> None:
                     if u % a.log_every == 0:
                         _log(f"fxrl seed {seed}: update {u + 1}/{updates}")
                 run_s = time.perf_counter() - t1
-                summary["steps_per_s"] = round((updates - 1) * per_update / run_s, 1)
+                summary["steps_per_s"] = round((updates - 1) * batch / run_s, 1)
                 per = [(int(m["episodes"]), float(m["episode_return"])) for m in fx.metrics]
                 per = [(n, r if n else None) for n, r in per]
             else:
                 cmd = cleanrl_command(a.cleanrl, config, total, seed, a.threads)
                 sps, episodes = parse_cleanrl(_run_cleanrl(cmd, a.threads))
-                seconds, steps = window(sps, per_update)
+                seconds, steps = window(sps, batch)
                 summary["steps_per_s"] = round(steps / seconds, 1)
-                per = cleanrl_curve(episodes, updates, per_update)
+                per = cleanrl_curve(episodes, updates, batch)
             summary["wall_s"] = round(time.perf_counter() - t0, 1)
             for u, (n, ret) in enumerate(per, 1):
-                rows.append({"impl": impl, "seed": seed, "update": u, "env_steps": u * per_update,
-                             "frames": u * per_update * FRAMESKIP, "episodes": n,
+                rows.append({"impl": impl, "seed": seed, "update": u, "env_steps": u * batch,
+                             "frames": u * batch * FRAMESKIP, "episodes": n,
                              "episode_return": ret})  # fmt: skip
             rows.append(summary)
             _emit(**summary)
@@ -353,6 +371,19 @@ def curves(a: argparse.Namespace, common: dict) -> None:
 
 
 # ------------------------------------------------------------------------------ main
+
+
+def check_args(a: argparse.Namespace) -> str:
+    """``""``, or what is wrong with the flags, in one line."""
+    if a.impl != "fxrl" and not a.cleanrl:
+        return "--cleanrl PATH (CleanRL's cleanrl/ppo_atari.py) is needed, or --impl fxrl"
+    if a.impl != "fxrl" and not Path(a.cleanrl).is_file():
+        return f"--cleanrl {a.cleanrl}: no such file (expected CleanRL's cleanrl/ppo_atari.py)"
+    if a.impl == "cleanrl" and not a.curve:
+        return "--impl cleanrl: the throughput run needs fxrl (--curve runs CleanRL alone)"
+    if min(a.repeats, a.updates, a.frames) < 1:
+        return "--repeats, --updates and --frames must be positive"
+    return ""
 
 
 def _seeds(text: str) -> list[int]:
@@ -382,14 +413,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--log-every", type=int, default=25, help="curve: updates between logs")
     a = p.parse_args(argv)
     preset = QUICK if a.quick else FULL
-    a.repeats = a.repeats or preset["repeats"]
-    a.updates = a.updates or preset["updates"]
-    if a.impl != "fxrl" and not a.cleanrl:
-        p.error("--cleanrl PATH (CleanRL's cleanrl/ppo_atari.py) is needed, or --impl fxrl")
-    if a.cleanrl and not Path(a.cleanrl).is_file():
-        p.error(f"--cleanrl {a.cleanrl}: no such file (CleanRL's cleanrl/ppo_atari.py)")
-    if a.impl == "cleanrl" and not a.curve:
-        p.error("--impl cleanrl: the throughput run needs fxrl (use --curve for CleanRL alone)")
+    a.repeats = preset["repeats"] if a.repeats is None else a.repeats
+    a.updates = preset["updates"] if a.updates is None else a.updates
+    problem = check_args(a)
+    if problem:
+        raise SystemExit(f"atari_ppo_bench: {problem}")
     if a.impl == "fxrl":
         a.cleanrl = None
     torch.set_num_threads(a.threads)
