@@ -207,6 +207,7 @@ def throughput(a: argparse.Namespace, common: dict) -> None:
     runs: dict[str, Callable[[], float]] = {}
     steps: dict[str, int] = {}
     who: dict[str, tuple[str, int]] = {}  # name: (impl, seeds)
+    compiled: dict[str, float] = {}
     for n in a.seeds:
         fx = FxrlRun(n, budget["fxrl_total_steps"], seed=a.seed)
         compile_s = fx.run(1)
@@ -214,7 +215,7 @@ def throughput(a: argparse.Namespace, common: dict) -> None:
         runs[_name(n)] = lambda fx=fx: fx.run(updates)
         steps[_name(n)] = n * updates * batch
         who[_name(n)] = ("fxrl", n)
-        common[f"{_name(n)}_compile_s"] = round(compile_s, 1)
+        compiled[_name(n)] = round(compile_s, 1)
     printed: list[int] = []
     if a.cleanrl:
         total = budget["cleanrl_total_timesteps"]
@@ -238,7 +239,7 @@ def throughput(a: argparse.Namespace, common: dict) -> None:
                "per_round": [round(r, 1) for r in per_round], "rounds": repeats,
                "updates_per_round": updates, "steps_per_round": steps[name]}  # fmt: skip
         if impl == "fxrl":
-            row["compile_s"] = common.pop(f"{name}_compile_s")
+            row["compile_s"] = compiled[name]
         else:
             row["sps_printed"] = printed
         _emit(bench="atari_ppo_bench", **row, **common)
