@@ -10,9 +10,9 @@ and whether that can change what CleanRL computes:
 
 1. ``import ale_py`` and ``gymnasium.register_envs(ale_py)``: ale-py >= 0.9 registers
    ``BreakoutNoFrameskip-v4`` and the other ids only when imported; gymnasium 0.29 loaded
-   them from an entry point. Does not change what is computed. (The ROMs and the
-   emulator are ale-py 0.12's, not the 0.8 CleanRL's README pins: a version difference,
-   not an adaptation.)
+   them from an entry point. Does not change what is computed. (The emulator is the
+   installed ale-py's and OpenCV the installed one, not the ale-py 0.8.1 and OpenCV < 5
+   CleanRL's pyproject pins: version differences, not adaptations.)
 2. ``sys.path`` starts with the CleanRL checkout's root (the script's folder's parent), so
    ``cleanrl_utils.atari_wrappers`` imports, as when run from the checkout. No change.
 3. ``gymnasium.wrappers.GrayScaleObservation`` (removed in 1.0): gymnasium 0.29's
