@@ -294,7 +294,11 @@ def draw_core(key: torch.Tensor) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def compiled_draw():
-    return torch.compile(draw_core, fullgraph=True, dynamic=False)
+    # fxrl.compile's realize_reads_threshold=1 (see fxrl/compile.py): without it inductor
+    # inlines Threefry's rounds into every consumer and takes minutes over this program
+    return torch.compile(
+        draw_core, fullgraph=True, dynamic=False, options={"realize_reads_threshold": 1}
+    )
 
 
 @pytest.fixture(scope="module")
