@@ -29,7 +29,7 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
-from zygote import Zygote
+from zygote import shared
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 HOOK = "FXRL_TEST_SIGNAL_IN_WRITE"
@@ -79,16 +79,8 @@ def train_args(name: str, out: Path, *extra: str) -> list[str]:
             *extra]  # fmt: skip
 
 
-@pytest.fixture(scope="module", autouse=True)
-def zygote():
-    global ZYGOTE
-    ZYGOTE = Zygote(ENV)
-    yield ZYGOTE
-    ZYGOTE.close()
-
-
 def fxrl(args: list[str], *, hook: str = "", expect: int = 0) -> subprocess.CompletedProcess:
-    out = ZYGOTE.run(args, {HOOK: hook} if hook else {}, timeout=600)
+    out = shared(ENV).run(args, {HOOK: hook} if hook else {}, timeout=600)
     assert out.returncode == expect, f"fxrl {args}: {out.returncode}\n{out.stdout}\n{out.stderr}"
     return out
 
@@ -98,7 +90,7 @@ def fxrl_stopped(args: list[str], run_dir: Path, num_rows: int, sig: int) -> str
     rows (wherever it then is: updating, writing metrics or a checkpoint, plotting);
     returns its stdout. A stop signal (Ctrl-C's SIGINT, a scheduler's SIGTERM or SIGUSR1)
     exits with 128 + the signal, SIGKILL kills."""
-    proc = ZYGOTE.start(args)
+    proc = shared(ENV).start(args)
     metrics, deadline = run_dir / "metrics.jsonl", time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         if metrics.exists() and len(metrics.read_text().splitlines()) >= num_rows:
@@ -138,7 +130,7 @@ def assert_same_run(run_dir: Path, reference: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def references(tmp_path_factory, zygote):
+def references(tmp_path_factory):
     """Uninterrupted runs, one per algorithm (and flags): ``references(name)`` starts it in
     the background (it runs beside the interrupted runs) and returns a function that waits
     for it and gives its directory."""
@@ -148,7 +140,7 @@ def references(tmp_path_factory, zygote):
         key = (name, *extra)
         if key not in procs:
             d = root / f"{name}{len(procs)}"
-            procs[key] = d, ZYGOTE.start(train_args(name, d, *extra))
+            procs[key] = d, shared(ENV).start(train_args(name, d, *extra))
 
         def wait() -> Path:
             d, proc = procs[key]

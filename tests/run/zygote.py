@@ -9,7 +9,8 @@ would: the command's exit status, or killed by the signal that killed it. The mo
 writes the process's id to ``D/pid`` and, once it has ended, its return code (negative:
 the signal) to ``D/returncode``, each file renamed into place whole. `Zygote.start` gives
 an object that is used as `subprocess.Popen` is (pid, poll, wait, send_signal, kill,
-communicate).
+communicate). `shared(env)` is one zygote per environment for the whole test process,
+shared by the test files that run fxrl commands, closed when the process exits.
 
 A tiny `fxrl train` costs ~5 s of CPU as a fresh process, ~3 s of it importing; each
 test of tests/run/test_resume_exact.py starts four or five of them.
@@ -17,10 +18,12 @@ test of tests/run/test_resume_exact.py starts four or five of them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,7 +40,6 @@ def _write(path: Path, text: str) -> None:
 
 def _run_command(argv: list[str], env: dict[str, str], d: Path) -> None:
     """In the command's process: ``fxrl ARGV`` and exit as ``python -m fxrl.cli`` does."""
-    import atexit
     import traceback
 
     import fxrl.cli
@@ -188,10 +190,23 @@ class Zygote:
 
     def close(self) -> None:
         self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        import shutil
-
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+_SHARED: dict[tuple, Zygote] = {}
+
+
+def shared(env: dict[str, str]) -> Zygote:
+    """The test process's zygote for ``env``, started on first use."""
+    key = tuple(sorted(env.items()))
+    if key not in _SHARED:
+        _SHARED[key] = zygote = Zygote(env)
+        atexit.register(zygote.close)
+    return _SHARED[key]
 
 
 if __name__ == "__main__":
