@@ -1,7 +1,9 @@
 """Run `fxrl` commands as real processes without paying Python's and torch's import each time.
 
 ``python tests/run/zygote.py`` imports fxrl's command (torch, dynamo, matplotlib) once,
-then reads one JSON request a line on stdin: ``{"argv": [...], "env": {...}, "dir": D}``.
+then reads one JSON request a line on stdin: ``{"argv": [...], "env": {...}, "dir": D}``
+(optionally ``"fsize": N``: the command's RLIMIT_FSIZE, SIGXFSZ ignored, as a
+``preexec_fn`` would set them).
 For each it forks a monitor, which forks the command's process and waits for it. The
 command's process runs ``fxrl.cli.main(argv)`` with ``env`` over the zygote's environment,
 its stdout and stderr in ``D/stdout`` and ``D/stderr``, and exits as ``python -m fxrl.cli``
@@ -38,12 +40,16 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _run_command(argv: list[str], env: dict[str, str], d: Path) -> None:
+def _run_command(argv: list[str], env: dict[str, str], d: Path, fsize: int | None) -> None:
     """In the command's process: ``fxrl ARGV`` and exit as ``python -m fxrl.cli`` does."""
+    import resource
     import traceback
 
     import fxrl.cli
 
+    if fsize is not None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.RLIM_INFINITY))
     os.environ.update(env)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -81,7 +87,7 @@ def _monitor(request: dict) -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            _run_command(request["argv"], request.get("env", {}), d)
+            _run_command(request["argv"], request.get("env", {}), d, request.get("fsize"))
         finally:
             os._exit(1)
     _write(d / "pid", str(pid))
@@ -173,18 +179,21 @@ class Zygote:
         self.root = Path(tempfile.mkdtemp(prefix="fxrl-zygote-"))
         self.count = 0
 
-    def start(self, argv: list[str], env: dict[str, str] | None = None) -> Run:
+    def start(
+        self, argv: list[str], env: dict[str, str] | None = None, fsize: int | None = None
+    ) -> Run:
         self.count += 1
         d = self.root / str(self.count)
         d.mkdir()
-        request = {"argv": [str(a) for a in argv], "env": env or {}, "dir": str(d)}
+        request = {"argv": [str(a) for a in argv], "env": env or {}, "dir": str(d),
+                   "fsize": fsize}  # fmt: skip
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         return Run(d)
 
-    def run(self, argv: list[str], env: dict[str, str] | None = None,
-            timeout: float = 600) -> subprocess.CompletedProcess:  # fmt: skip
-        run = self.start(argv, env)
+    def run(self, argv: list[str], env: dict[str, str] | None = None, timeout: float = 600,
+            fsize: int | None = None) -> subprocess.CompletedProcess:  # fmt: skip
+        run = self.start(argv, env, fsize)
         stdout, stderr = run.communicate(timeout)
         return subprocess.CompletedProcess(argv, run.returncode, stdout, stderr)
 
