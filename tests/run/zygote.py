@@ -96,7 +96,9 @@ def _monitor(request: dict) -> None:
     os._exit(0)
 
 
-def serve() -> None:
+def serve(root: Path) -> None:
+    """Serve requests until stdin closes (the test process closed it or ended), then
+    remove ``root``, the folder of the commands' output files."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,6 +123,7 @@ def serve() -> None:
             continue
         chunk = os.read(0, 1 << 16)
         if not chunk:
+            shutil.rmtree(root, ignore_errors=True)
             return
         *lines, pending = (pending + chunk).split(b"\n")
         for line in lines:
@@ -173,10 +176,11 @@ class Zygote:
     """The zygote process, started with environment ``env``."""
 
     def __init__(self, env: dict[str, str]):
-        self.proc = subprocess.Popen([sys.executable, __file__], env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
-        assert self.proc.stdout.readline().strip() == "ready", "the zygote did not start"
         self.root = Path(tempfile.mkdtemp(prefix="fxrl-zygote-"))
+        self.proc = subprocess.Popen([sys.executable, __file__, str(self.root)], env=env,
+                                     text=True, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)  # fmt: skip
+        assert self.proc.stdout.readline().strip() == "ready", "the zygote did not start"
         self.count = 0
 
     def start(
@@ -219,4 +223,4 @@ def shared(env: dict[str, str]) -> Zygote:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(Path(sys.argv[1]))
