@@ -1,4 +1,10 @@
-"""`fxrl` as a user runs it: subprocesses of the real command on PPO CartPole, tiny budgets."""
+"""`fxrl` as a user runs it: processes of the real command on PPO CartPole, tiny budgets.
+
+Each command is a process of its own forked from one that has imported fxrl's command
+already (tests/run/zygote.py: ``fxrl.cli.main`` as ``python -m fxrl.cli`` runs it, its exit
+status and output its own); the progress-bar test starts ``python -m fxrl.cli`` itself, on
+a terminal.
+"""
 
 import json
 import os
@@ -20,6 +26,9 @@ from fxrl.cli import main
 from fxrl.run.evaluate import load_run, seed_params
 from fxrl.run.metrics import read_rows
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "run"))
+from zygote import shared
+
 FXRL = [sys.executable, "-m", "fxrl.cli"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 TRAIN = ["train", "ppo", "--env", "CartPole-v1", "--seeds", "2", "--total-steps", "4096"]
@@ -27,9 +36,7 @@ TRAIN += ["--threads", "1", "--no-compile"]  # eager: these tests are not about 
 
 
 def fxrl(*args, check=True, timeout=600):
-    out = subprocess.run(
-        [*FXRL, *map(str, args)], capture_output=True, text=True, env=ENV, timeout=timeout
-    )
+    out = shared(ENV).run(list(args), timeout=timeout)
     if check and out.returncode != 0:
         raise AssertionError(f"fxrl {args} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
     return out
@@ -121,10 +128,7 @@ def test_an_unknown_command_or_algorithm_names_the_closest_one(capsys):
 def interrupted(tmp_path_factory, run_dir):
     """The fixture's run, interrupted by Ctrl-C after its first iteration, then resumed."""
     d = tmp_path_factory.mktemp("cli") / "interrupted"
-    proc = subprocess.Popen(
-        [*FXRL, *TRAIN, "--out", d, "--quiet"], env=ENV, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc = shared(ENV).start([*TRAIN, "--out", d, "--quiet"])
     deadline = time.time() + 120
     while time.time() < deadline and not (
         (d / "metrics.jsonl").exists() and (d / "metrics.jsonl").read_text()

@@ -100,4 +100,5 @@ def test_skip_test_marks_sit_right_before_a_python_block():
 )
 def test_page_blocks_run_in_order(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # files a page writes land in a temporary directory
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path / "sb3"))  # else SB3 logs to /tmp/SB3-<date>
     run_page(path)

@@ -3,6 +3,7 @@ jax is installed, else reported as skipped), and its GPU plan fits one device ca
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ def quick(tmp_path_factory):
     done = subprocess.run(
         [sys.executable, str(BENCH / "gpu_bench.py"), "--quick", "--out", str(out)],
         capture_output=True, text=True, timeout=900,
+        env={**os.environ, "SB3_LOGDIR": str(out.parent / "sb3")},  # not /tmp/SB3-<date>
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return [json.loads(line) for line in out.read_text().splitlines()]

@@ -294,7 +294,11 @@ def draw_core(key: torch.Tensor) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def compiled_draw():
-    return torch.compile(draw_core, fullgraph=True, dynamic=False)
+    # fxrl.compile's realize_reads_threshold=1 (see fxrl/compile.py): without it inductor
+    # inlines Threefry's rounds into every consumer and takes minutes over this program
+    return torch.compile(
+        draw_core, fullgraph=True, dynamic=False, options={"realize_reads_threshold": 1}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -315,7 +319,9 @@ def test_exported_draws_are_bit_identical_to_eager(exported_draw):
 
 def test_onnx_runtime_draws_are_bit_identical_to_eager(exported_draw, tmp_path):
     ort = pytest.importorskip("onnxruntime")
-    program = torch.onnx.export(exported_draw, dynamo=True, verbose=False)
+    # optimize=False as fxrl.export.to_onnx exports (its docstring: the exporter's
+    # optimizer costs time, not ONNX Runtime speed); ONNX Runtime optimizes when it loads
+    program = torch.onnx.export(exported_draw, dynamo=True, verbose=False, optimize=False)
     path = tmp_path / "draw.onnx"
     program.save(str(path))
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -7,7 +7,7 @@ check.onnx(obs.numpy())          # the artifacts stay usable (and testable) afte
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -131,6 +131,7 @@ def check_export(
     rtol: float = 1e-4,
     atol: float = 1e-5,
     directory: str | Path | None = None,
+    aoti_options: Mapping[str, Any] | None = None,
 ) -> ExportCheck:
     """Export ``fn`` and check eager, exported, ONNX Runtime and AOTInductor outputs agree.
 
@@ -143,6 +144,7 @@ def check_export(
     Args:
       targets: any of ``"exported"``, ``"onnx"``, ``"aoti"`` (AOTI compiles C++: slow).
       directory: where the ``.onnx`` and ``.pt2`` files go (a temporary directory if None).
+      aoti_options: inductor settings for the AOTI target, passed to ``to_aoti``.
     Returns:
       ``ExportCheck(exported, onnx, aoti, onnx_path, aoti_path)`` for further checks.
     """
@@ -159,7 +161,7 @@ def check_export(
         onnx_path = to_onnx(exported, folder / f"{stem}.onnx")
         onnx = load_onnx(str(onnx_path), threads=1)
     if "aoti" in targets:
-        aoti_path = to_aoti(exported, folder / f"{stem}.pt2")
+        aoti_path = to_aoti(exported, folder / f"{stem}.pt2", options=aoti_options)
         aoti = load_aoti(aoti_path)
 
     def outputs(args: list[Any]) -> dict[str, Any]:

@@ -270,7 +270,7 @@ def test_gymnasium_make_plays_the_same_episode_as_the_fxrl_env():
     assert 5 < steps < 500
 
 
-def test_sb3_and_gymnasium_name_fxrl_envs_without_importing_fxrl_first():
+def test_sb3_and_gymnasium_name_fxrl_envs_without_importing_fxrl_first(tmp_path):
     code = (
         "import gymnasium\n"
         "from stable_baselines3 import PPO\n"
@@ -281,7 +281,8 @@ def test_sb3_and_gymnasium_name_fxrl_envs_without_importing_fxrl_first():
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore",
+             "SB3_LOGDIR": str(tmp_path)},  # else SB3 logs to /tmp/SB3-<date>
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["fxrl/Acrobot-v1", "fxrl/Acrobot-v1"]

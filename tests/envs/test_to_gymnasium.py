@@ -332,7 +332,8 @@ def test_sb3_vec_env_reports_terminal_observations_truncation_and_episodes_as_sb
     assert kinds == {True, False}  # both time limits and falls were seen
 
 
-def test_sb3_ppo_trains_on_the_single_adapter_wrapped_by_sb3():
+def test_sb3_ppo_trains_on_the_single_adapter_wrapped_by_sb3(tmp_path, monkeypatch):
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path))  # else SB3 logs to /tmp/SB3-<date>
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -365,7 +366,10 @@ def test_cleanrl_style_ppo_loop_runs_unchanged_on_fxrl_and_on_gymnasiums_vector_
         assert len(log) > 5 and all(e["return"] >= 8 for e in log)
 
 
-def test_sb3_ppo_learns_fxrl_cartpole_through_to_sb3_judged_in_gymnasiums_cartpole():
+def test_sb3_ppo_learns_fxrl_cartpole_through_to_sb3_judged_in_gymnasiums_cartpole(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path))  # else SB3 logs to /tmp/SB3-<date>
     example = load_example("sb3_ppo_fxrl_cartpole")
     result = example.main(example.Args(total_timesteps=30_000, seed=0))
     # a random policy scores ~22; 30k steps took 16 s when measured

@@ -10,11 +10,8 @@ update raises torch's ``OutOfMemoryError`` with the message torch gives.
 """
 
 import os
-import resource
 import shutil
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +19,7 @@ import pytest
 import torch
 import toy_algo
 from safetensors.torch import load_file
+from zygote import shared
 
 from fxrl import tree
 from fxrl.cli import main
@@ -31,7 +29,6 @@ from fxrl.run.metrics import read_rows
 from fxrl.run.video import write_video
 
 HERE = Path(__file__).parent
-FXRL = [sys.executable, "-m", "fxrl.cli"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
        "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parents[1]),
                                       os.environ.get("PYTHONPATH", "")])}  # fmt: skip
@@ -39,19 +36,10 @@ CONFIG = toy_algo.Config(total_steps=16 * 12)
 TIMING = ("steps_per_s", "time")
 
 
-def file_size_limit(nbytes: int):
-    def limit() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, resource.RLIM_INFINITY))
-
-    return limit
-
-
 def fxrl(args: list, *, limit: int | None = None, expect: int = 0) -> subprocess.CompletedProcess:
-    out = subprocess.run(
-        [*FXRL, *map(str, args)], capture_output=True, text=True, env=ENV, timeout=600,
-        preexec_fn=None if limit is None else file_size_limit(limit),
-    )  # fmt: skip
+    """``fxrl ARGS`` in a process forked from tests/run/zygote.py; ``limit``: a file-size
+    limit (RLIMIT_FSIZE, SIGXFSZ ignored) on that process, as a user's quota would be."""
+    out = shared(ENV).run(list(args), timeout=600, fsize=limit)
     assert out.returncode == expect, f"fxrl {args}: {out.returncode}\n{out.stdout}\n{out.stderr}"
     return out
 

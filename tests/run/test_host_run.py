@@ -9,12 +9,11 @@ actions vary from step to step (an untrained net's do not) and agreement means s
 import functools
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from zygote import shared
 
 from fxrl import envs, nn, random
 from fxrl.cli import main
@@ -24,7 +23,6 @@ from fxrl.run import host_run, video
 pytest.importorskip("ale_py")
 pytest.importorskip("onnxruntime")
 
-FXRL = [sys.executable, "-m", "fxrl.cli"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 NETWORK = {"name": "atari_dqn", "num_actions": 6, "in_channels": 1}
 PREPROCESS = [["to_tensor_image"], ["resize", 84, 84, "nearest"], ["grayscale"]]
@@ -32,7 +30,7 @@ STEPS = 40  # video steps
 
 
 def fxrl(*args):
-    out = subprocess.run([*FXRL, *map(str, args)], capture_output=True, text=True, env=ENV)
+    out = shared(ENV).run(list(args))  # a process forked from tests/run/zygote.py
     assert out.returncode == 0, f"fxrl {args} failed:\n{out.stdout}\n{out.stderr}"
     return out.stdout
 
@@ -69,7 +67,7 @@ def run_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def exported(run_dir):
-    """`fxrl export RUN --format onnx` in a subprocess."""
+    """`fxrl export RUN --format onnx` in a process of its own."""
     out = fxrl("export", run_dir, "--format", "onnx")
     assert out.strip() == str(run_dir / "policy.onnx")
     return run_dir / "policy.onnx"

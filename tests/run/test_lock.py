@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
+from zygote import Run, shared
 
 from fxrl.run import lock
 from fxrl.run.lock import LOCK_NAME, RunLockedError, hold, owner
 
 HERE = Path(__file__).parent
-FXRL = [sys.executable, "-m", "fxrl.cli"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
        "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parents[1]),
                                       os.environ.get("PYTHONPATH", "")])}  # fmt: skip
@@ -103,12 +103,12 @@ def test_without_record_locks_a_live_pid_on_this_host_holds_and_a_dead_one_does_
 # ------------------------------------------------------------------------ as a user
 
 
-def start(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([*FXRL, *args], env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+def start(args: list[str]) -> Run:
+    """``fxrl ARGS`` as a process forked from tests/run/zygote.py."""
+    return shared(ENV).start(args)
 
 
-def wait_until(condition, proc: subprocess.Popen, what: str) -> None:
+def wait_until(condition, proc: Run, what: str) -> None:
     deadline = time.time() + 300
     while not condition():
         assert proc.poll() is None, f"{what}: exited {proc.returncode}\n{proc.communicate()}"
@@ -116,7 +116,7 @@ def wait_until(condition, proc: subprocess.Popen, what: str) -> None:
         time.sleep(0.05)
 
 
-def holds(run_dir: Path, proc: subprocess.Popen) -> bool:
+def holds(run_dir: Path, proc: Run) -> bool:
     """``proc`` holds ``run_dir`` and has written a metrics row since."""
     info = owner(run_dir) or {}
     rows = run_dir / "metrics.jsonl"
@@ -131,8 +131,7 @@ def test_a_second_train_or_resume_on_a_live_run_is_refused_naming_its_owner(tmp_
     try:
         wait_until(lambda: holds(d, live), live, "the first run")
         for args in (["resume", str(d)], train):
-            out = subprocess.run([*FXRL, *args], env=ENV, capture_output=True, text=True,
-                                 timeout=300)  # fmt: skip
+            out = shared(ENV).run(args, timeout=300)
             assert out.returncode == 2, out
             assert out.stderr.count("\n") == 1 and f"{d} is in use by a live run" in out.stderr
             assert f"pid {live.pid} on host {HOST} (train, since " in out.stderr

@@ -11,6 +11,10 @@ the same way, as is a task ensemble (PPO over pole lengths). PPO is also checked
 compiled, with a second Ctrl-C inside the final write, killed before its first
 checkpoint, stopped by a scheduler's SIGTERM or SIGUSR1, and with the one-line messages
 for a resume that cannot be exact.
+
+The commands are real processes, each forked from one that has imported fxrl's command
+already (tests/run/zygote.py): the same `fxrl.cli.main` as ``python -m fxrl.cli``, its
+signals and exit statuses those of a process of its own, less ~3 s of imports apiece.
 """
 
 import json
@@ -18,7 +22,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,8 +29,8 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
+from zygote import shared
 
-FXRL = [sys.executable, "-m", "fxrl.cli"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 HOOK = "FXRL_TEST_SIGNAL_IN_WRITE"
 TIMING = ("steps_per_s", "time")
@@ -77,8 +80,7 @@ def train_args(name: str, out: Path, *extra: str) -> list[str]:
 
 
 def fxrl(args: list[str], *, hook: str = "", expect: int = 0) -> subprocess.CompletedProcess:
-    env = {**ENV, HOOK: hook} if hook else ENV
-    out = subprocess.run([*FXRL, *args], capture_output=True, text=True, env=env, timeout=600)
+    out = shared(ENV).run(args, {HOOK: hook} if hook else {}, timeout=600)
     assert out.returncode == expect, f"fxrl {args}: {out.returncode}\n{out.stdout}\n{out.stderr}"
     return out
 
@@ -88,8 +90,7 @@ def fxrl_stopped(args: list[str], run_dir: Path, num_rows: int, sig: int) -> str
     rows (wherever it then is: updating, writing metrics or a checkpoint, plotting);
     returns its stdout. A stop signal (Ctrl-C's SIGINT, a scheduler's SIGTERM or SIGUSR1)
     exits with 128 + the signal, SIGKILL kills."""
-    proc = subprocess.Popen([*FXRL, *args], env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = shared(ENV).start(args)
     metrics, deadline = run_dir / "metrics.jsonl", time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         if metrics.exists() and len(metrics.read_text().splitlines()) >= num_rows:
@@ -139,9 +140,7 @@ def references(tmp_path_factory):
         key = (name, *extra)
         if key not in procs:
             d = root / f"{name}{len(procs)}"
-            procs[key] = d, subprocess.Popen([*FXRL, *train_args(name, d, *extra)], env=ENV,
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                             text=True)  # fmt: skip
+            procs[key] = d, shared(ENV).start(train_args(name, d, *extra))
 
         def wait() -> Path:
             d, proc = procs[key]
@@ -154,7 +153,7 @@ def references(tmp_path_factory):
     yield start
     for _, proc in procs.values():
         proc.kill()
-        proc.communicate()
+        proc.wait()
 
 
 @pytest.mark.parametrize("name", list(ALGOS))
@@ -228,12 +227,14 @@ def test_ppo_stopped_by_a_scheduler_signal_checkpoints_and_resumes_exactly(
 
 @pytest.mark.slow  # compiling PPO's pieces costs ~40 s of CPU per process
 def test_ppo_compiled_resumes_exactly(references, tmp_path):
-    reference = references("ppo", "--compile")
+    # the reference first: the runs below load its programs from inductor's on-disk cache
+    # instead of compiling the same graphs again beside it
+    reference = references("ppo", "--compile")()
     d = tmp_path / "ppo"
     fxrl(train_args("ppo", d, "--compile", "--checkpoint-every", "0"),
          hook="latest.safetensors:5:KILL", expect=-signal.SIGKILL)  # fmt: skip
     fxrl(["resume", str(d), "--quiet"])
-    assert_same_run(d, reference())
+    assert_same_run(d, reference)
 
 
 # ------------------------------------------------------------------------------ bad input

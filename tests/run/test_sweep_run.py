@@ -3,12 +3,11 @@
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from zygote import shared
 
 from fxrl import run, tree
 from fxrl.algorithms import ppo, sweeps
@@ -20,7 +19,6 @@ from fxrl.run.evaluate import load_run, seed_params
 from fxrl.run.metrics import read_rows
 from fxrl.run.plots import plot_sweep, seed_curves
 
-FXRL = [sys.executable, "-m", "fxrl.cli"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 SMALL = ["--num-envs", "4", "--num-steps", "16", "--update-epochs", "1", "--num-minibatches",
          "2", "--hidden", "16", "16"]  # fmt: skip
@@ -31,8 +29,7 @@ ITERATIONS = 6
 
 
 def fxrl(*args, expect=0):
-    out = subprocess.run([*FXRL, *map(str, args)], capture_output=True, text=True, env=ENV,
-                         timeout=600)  # fmt: skip
+    out = shared(ENV).run(list(args), timeout=600)  # a process forked from tests/run/zygote.py
     assert out.returncode == expect, f"fxrl {args}: {out.returncode}\n{out.stdout}\n{out.stderr}"
     return out
 
