@@ -19,8 +19,7 @@ import torch
 from test_compile_cpp_wrapper import nested  # the loop in a loop both files compile
 
 import fxrl
-from fxrl import _cpp_wrapper_patch, random, tree
-from fxrl.algorithms import core, ppo
+from fxrl import _cpp_wrapper_patch, tree
 from fxrl.scan import scan
 
 pytestmark = pytest.mark.skipif(
@@ -238,27 +237,5 @@ def test_the_switch_takes_0_or_1_only(monkeypatch):
     assert _cpp_wrapper_patch.plan_loops() is True
 
 
-SMALL_PPO = {"num_envs": 4, "num_steps": 16, "update_epochs": 2, "num_minibatches": 2}
-
-
-def test_a_planned_ppo_update_is_inductors_bit_for_bit():
-    # the real program: PPO's whole update (a rollout, GAE, minibatch epochs: nested
-    # rolled loops with matmuls, Threefry and an optimizer), two seeds, two updates each
-    # (the second fed the first's output)
-    algo = ppo.make(ppo.Config(**SMALL_PPO))
-
-    def run():
-        init, update = core.batched(algo, 2, compile=True)
-        state, m1 = update(init(random.key(5)))
-        state, m2 = update(state)
-        return state, m1, m2
-
-    planned, planned_src = build(run, True)
-    inductors, inductors_src = build(run, False)
-    assert_bitwise_equal(planned, inductors)
-    assert any("_hoisted" in s for s in planned_src)
-    assert not any("_hoisted" in s for s in inductors_src)
-    in_loops = [sum(x.count(ALLOC) for x in loops(s)) for s in (planned_src + inductors_src)]
-    half = len(planned_src)
-    # PPO's loops (rollout, permutations, gradient steps) allocate nothing once planned
-    assert sum(in_loops[:half]) == 0 < sum(in_loops[half:])
+# The planned loop on a real program (PPO's whole update) is checked where that program is
+# compiled anyway: tests/algorithms/test_ppo_env_params.py, on a MinAtar game.

@@ -123,22 +123,84 @@ def test_minatar_observations_are_flattened_for_the_mlp():
     assert torch.equal(head_nested, head_flat) and torch.equal(value_nested, value_flat)
 
 
-@pytest.mark.slow  # inductor on the MinAtar update: about 2 minutes on 2 cores
-@pytest.mark.parametrize("game", ["Breakout-MinAtar", "SpaceInvaders-MinAtar"])
-def test_a_minatar_update_runs_eager_and_compiled_alike(game):
-    # Space Invaders read a module-level tensor in its step, which failed inductor's
-    # compile of the rollout loop ("scan might be aliasing the input or the output")
-    config = ppo.Config(env=game, **SMALL, env_params=GYMNAX)
-    algo = ppo.make(config)
+# The game whose compiled program test_cpp_loop_plan's question is asked of too: is the
+# rolled-loop plan inductor's own loop code, bit for bit, on a real program (PPO's whole
+# update: a rollout through MinAtar, GAE, minibatch epochs; nested rolled loops with
+# matmuls, Threefry and an optimizer)? Built twice, with and without the plan, one compile
+# serves both questions.
+PLANNED_GAME = "Breakout-MinAtar"
+
+
+def _two_updates(game: str):
+    """``(algo, states, (a, ma), (a2, ma2))``: core.batched's compiled update for two seeds,
+    called on the fresh states and again on its own output (the second call runs the
+    program the first built)."""
+    algo = ppo.make(ppo.Config(env=game, **SMALL, env_params=GYMNAX))
     init, update = core.batched(algo, 2, compile=True)
     states = init(random.key(2))
-    a, ma = update(states)
+    first = update(states)
+    return algo, states, first, update(first[0])
+
+
+@pytest.fixture(scope="module")
+def compiled_minatar():
+    """``get(game) -> {"run": _two_updates(game), "sources": wrapper sources or None,
+    "inductors": (the run without the plan, its sources) or None}``, each game built once.
+    PLANNED_GAME, where fxrl's C++ wrapper fixes apply, is built with inductor's FX graph
+    cache off (so its wrapper is generated here), with the plan (the default) and without."""
+    from fxrl import _cpp_wrapper_patch
+
+    built: dict = {}
+
+    def get(game: str) -> dict:
+        if game not in built:
+            if game == PLANNED_GAME and _cpp_wrapper_patch.applies():
+                from test_cpp_loop_plan import build
+
+                run, sources = build(lambda: _two_updates(game), True)
+                built[game] = {"run": run, "sources": sources,
+                               "inductors": build(lambda: _two_updates(game), False)}  # fmt: skip
+            else:
+                built[game] = {"run": _two_updates(game), "sources": None, "inductors": None}
+        return built[game]
+
+    return get
+
+
+@pytest.mark.slow  # inductor on the MinAtar update: about 2 minutes on 2 cores
+@pytest.mark.parametrize("game", ["Breakout-MinAtar", "SpaceInvaders-MinAtar"])
+def test_a_minatar_update_runs_eager_and_compiled_alike(compiled_minatar, game):
+    # Space Invaders read a module-level tensor in its step, which failed inductor's
+    # compile of the rollout loop ("scan might be aliasing the input or the output")
+    algo, states, (a, ma), _ = compiled_minatar(game)["run"]
     b, mb = torch.func.vmap(algo.update)(states)
     assert int(a.steps[0]) == 4 * 8
     for x, y in zip(tree.leaves(a), tree.leaves(b), strict=True):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(ma["loss"], mb["loss"], rtol=1e-4, atol=1e-5)
     assert torch.isfinite(ma["loss"]).all()
+
+
+@pytest.mark.slow  # the same program built a second time, without the plan
+def test_a_planned_ppo_update_is_inductors_bit_for_bit(compiled_minatar):
+    # moved here from test_cpp_loop_plan (which checks the plan on small loops): two
+    # seeds, two updates each (the second fed the first's output), planned and not
+    from fxrl import _cpp_wrapper_patch
+
+    if not _cpp_wrapper_patch.applies():
+        pytest.skip("the plan is part of the torch 2.13 C++ wrapper fixes")
+    from test_cpp_loop_plan import ALLOC, assert_bitwise_equal, loops
+
+    built = compiled_minatar(PLANNED_GAME)
+    planned, planned_src = built["run"][2:], built["sources"]
+    inductors, inductors_src = built["inductors"]
+    assert_bitwise_equal(planned, inductors[2:])
+    assert any("_hoisted" in s for s in planned_src)
+    assert not any("_hoisted" in s for s in inductors_src)
+    in_loops = [sum(x.count(ALLOC) for x in loops(s)) for s in (planned_src + inductors_src)]
+    half = len(planned_src)
+    # PPO's loops (rollout, permutations, gradient steps) allocate nothing once planned
+    assert sum(in_loops[:half]) == 0 < sum(in_loops[half:])
 
 
 def test_the_cli_flags_pass_env_params(capsys, tmp_path):
