@@ -246,7 +246,7 @@ def test_recurrent_beats_feed_forward_on_masked_cartpole_on_a_small_budget(train
     def greedy(cell: str, seed: int | None) -> float:
         algo, state, _ = trained[cell]
         params = state.params if seed is None else tree.index(state.params, seed)
-        return rp.evaluate(algo, params, 10).mean().item()
+        return core.evaluate(algo, params, 10).mean().item()
 
     gru, mlp = [greedy("gru", 0), greedy("gru", 1)], greedy("mlp", None)
     assert sum(gru) / 2 > 1.5 * mlp, (gru, mlp)
