@@ -213,23 +213,30 @@ def _batched_like(tensors: list[Tensor], refs: Sequence[Any]) -> list[Tensor]:
     # one (the smallest) reference per distinct set of vmap levels: reading every
     # batched input would make the loop read all of them (a whole replay buffer, which
     # inductor then copies rather than write it in place after the loop)
+    def levels(t: Any) -> tuple[int, ...]:
+        out = []
+        while isinstance(t, Tensor) and _functorch.is_batchedtensor(t):
+            out.append(_functorch.maybe_get_level(t))
+            t = _functorch.get_unwrapped(t)
+        return tuple(out)
+
     by_levels: dict[tuple[int, ...], Tensor] = {}
     for r in refs:
         if isinstance(r, Tensor) and _functorch.is_batchedtensor(r) and r.numel():
-            levels, t = [], r
-            while _functorch.is_batchedtensor(t):
-                levels.append(_functorch.maybe_get_level(t))
-                t = _functorch.get_unwrapped(t)
-            key = tuple(levels)
+            key = levels(r)
             if key not in by_levels or r.numel() < by_levels[key].numel():
                 by_levels[key] = r
     batched = list(by_levels.values())
     if not batched:
         return tensors
+    needed = {level for key in by_levels for level in key}
     flag = torch.zeros_like(batched[0].reshape(-1)[:1], dtype=torch.bool).squeeze(0)
     for r in batched[1:]:
         flag = flag | torch.zeros_like(r.reshape(-1)[:1], dtype=torch.bool).squeeze(0)
-    return [torch.where(flag, t, t) for t in tensors]
+    # a leaf batched at every level already is left as it is: where(flag, t, t) would
+    # only copy it (a whole rollout's frames each minibatch step, through a slow masked
+    # byte copy on the CPU)
+    return [t if needed <= set(levels(t)) else torch.where(flag, t, t) for t in tensors]
 
 
 def _has_contents(cell: Any) -> bool:
