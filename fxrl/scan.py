@@ -210,9 +210,6 @@ def _batched_like(tensors: list[Tensor], refs: Sequence[Any]) -> list[Tensor]:
     torch's scan refuses; so every carry leaf, going in and coming out, is batched alike."""
     from torch._C import _functorch
 
-    # one (the smallest) reference per distinct set of vmap levels: reading every
-    # batched input would make the loop read all of them (a whole replay buffer, which
-    # inductor then copies rather than write it in place after the loop)
     def levels(t: Any) -> tuple[int, ...]:
         out = []
         while isinstance(t, Tensor) and _functorch.is_batchedtensor(t):
@@ -220,6 +217,9 @@ def _batched_like(tensors: list[Tensor], refs: Sequence[Any]) -> list[Tensor]:
             t = _functorch.get_unwrapped(t)
         return tuple(out)
 
+    # one (the smallest) reference per distinct set of vmap levels: reading every
+    # batched input would make the loop read all of them (a whole replay buffer, which
+    # inductor then copies rather than write it in place after the loop)
     by_levels: dict[tuple[int, ...], Tensor] = {}
     for r in refs:
         if isinstance(r, Tensor) and _functorch.is_batchedtensor(r) and r.numel():
