@@ -36,10 +36,23 @@ SCAN_CHECKS = (
 )
 
 
+# Without ray, fxrl.distributed's import names the extra (ray is hidden from the import
+# system: the check holds whether or not ray is installed)
+RAY_MISSING_CHECKS = """
+sys.modules["ray"] = None
+try:
+    import fxrl.distributed
+except ImportError as e:
+    assert str(e).endswith("pip install 'fxrl[ray]'"), e
+else:
+    raise AssertionError("fxrl.distributed imported without ray")
+"""
+
+
 def _loaded_after(statement: str, then: str = "pass") -> set[str]:
     """The modules loaded right after ``statement`` in a fresh interpreter, which then runs
     ``then`` (checks that need the same first import; a failing one fails the run)."""
-    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules))); {then}"
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))\n{then}"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return set(out.stdout.split())
@@ -48,9 +61,9 @@ def _loaded_after(statement: str, then: str = "pass") -> set[str]:
 @pytest.fixture(scope="module")
 def after_import_fxrl() -> set[str]:
     """One interpreter that starts with `import fxrl`: the modules it loaded, then the
-    compile and the scan checks with `import fxrl` first (the tests below that need a
-    fresh interpreter with `import fxrl` first share this one)."""
-    return _loaded_after("import fxrl", f"{COMPILE_CHECKS}; {SCAN_CHECKS}")
+    compile and the scan checks with `import fxrl` first and the missing-ray check (the
+    tests below that need a fresh interpreter with `import fxrl` first share this one)."""
+    return _loaded_after("import fxrl", f"{COMPILE_CHECKS}\n{SCAN_CHECKS}\n{RAY_MISSING_CHECKS}")
 
 
 def test_import_fxrl_does_not_import_dynamo_inductor_sympy_gymnasium_or_onnxruntime(
@@ -82,3 +95,8 @@ def test_fxrl_scan_is_the_module_and_calling_it_runs_the_loop_whatever_was_impor
     # `import fxrl` first: run by the after_import_fxrl fixture (which fails on a failed check)
     for first in ("import fxrl.scan", "from fxrl.scan import scan"):
         subprocess.run([sys.executable, "-c", f"{first}; {SCAN_CHECKS}"], check=True)
+
+
+def test_importing_fxrl_does_not_import_ray_and_missing_ray_names_the_extra(after_import_fxrl):
+    assert "ray" not in after_import_fxrl
+    # the missing-ray message: checked in the after_import_fxrl fixture's interpreter
