@@ -1,0 +1,62 @@
+"""A steady update under two or more sets of inductor options, alternated in one process.
+
+On a shared machine two processes measured one after the other see different loads; here
+each set of options gets its own program of PPO's 8-seed CartPole update (compiled once,
+then called twice to warm it), and the programs take turns, one update each, for
+``--rounds`` rounds (the order rotated every round), so that a change in the load falls
+on all of them alike. Prints one JSON line per set: the median, minimum and mean CPU
+milliseconds of an update (``time.process_time``, torch at ``--threads``).
+
+Usage: ``python bench/steady_ab.py --rounds 50 '{}' '{"cpp.enable_loop_tail_vec": true}'``
+(each argument: inductor options over ``fxrl.compile``'s defaults, JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("options", nargs="+", help="inductor options over the defaults (JSON)")
+    parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    import fxrl  # noqa: F401  (fxrl.compile the module, below)
+    from fxrl import random
+    from fxrl.algorithms import core, ppo
+
+    fc = sys.modules["fxrl.compile"]
+    defaults = dict(fc.DEFAULT_OPTIONS)
+    runs = []
+    for text in args.options:
+        fc.DEFAULT_OPTIONS.clear()
+        fc.DEFAULT_OPTIONS.update({**defaults, **json.loads(text)})
+        init, update = core.batched(ppo.make(ppo.Config()), 8, compile=True)
+        state = init(random.key(0))
+        for _ in range(2):
+            state, _ = update(state)
+        runs.append([update, state, []])
+    fc.DEFAULT_OPTIONS.clear()
+    fc.DEFAULT_OPTIONS.update(defaults)
+    for r in range(args.rounds):
+        for j in range(len(runs)):
+            run = runs[(j + r) % len(runs)]
+            begin = time.process_time()
+            run[1], _ = run[0](run[1])
+            run[2].append(1e3 * (time.process_time() - begin))
+    for text, (_, _, ms) in zip(args.options, runs, strict=True):
+        line = {"options": json.loads(text), "threads": args.threads, "rounds": args.rounds}
+        line.update(median_ms=round(statistics.median(ms), 2), min_ms=round(min(ms), 2))
+        print(json.dumps({**line, "mean_ms": round(statistics.mean(ms), 2)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
