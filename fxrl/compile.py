@@ -50,8 +50,9 @@ torch internals used here, and why (the places to check on a torch upgrade):
 ``torch._inductor.compile_fx.compile_fx`` (inductor on an aten graph, with
 ``ignore_shape_env`` for static shapes); ``fxrl._cpp_wrapper_patch`` (a fix of the C++
 wrapper, torch 2.13 only); ``fxrl._codegen_patch`` (inductor's dtype-propagation
-handler built once per compile instead of once per generated op, torch 2.13 only); ``torch._guards.tracing`` with
-a ``FakeTensorMode``/``ShapeEnv`` (the FX graph cache needs a tracing context);
+handler built once per compile instead of once per generated op, torch 2.13 only);
+``torch._guards.tracing`` with a ``FakeTensorMode``/``ShapeEnv`` (the FX graph cache
+needs a tracing context);
 ``torch._C._DisableFuncTorch`` and ``torch._C._functorch`` (unwrapping an enclosing
 vmap); ``torch._higher_order_ops.scan.scan_op`` (in ``fxrl.scan``: the rolled loop,
 called directly because its Python wrapper runs dynamo, which refuses an enclosing vmap);
