@@ -33,6 +33,7 @@ logs exactly these without looking inside the state):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -58,6 +59,7 @@ __all__ = [
     "check_config",
     "check_env_id",
     "check_positive",
+    "compiled_update",
     "config_fields",
     "episode_metrics",
     "evaluate",
@@ -302,8 +304,10 @@ def batched(
     [num_seeds] dim when ``num_seeds > 1`` (none for 1). ``update`` is
     ``vmap(algo.update)`` for all seeds at once, compiled as one ``fxrl.compile``
     program (its ``fxrl.scan`` loops rolled, so compile time does not grow with the loop
-    lengths). ``compile`` is True (inductor), a backend name ("aot_eager", "eager": a
-    ``torch.compile``) or False (eager, vmapped).
+    lengths; the Config's hyperparameters inputs of it, not constants, so a Config with
+    another ``lr`` loads the same program from inductor's cache: ``compiled_update``).
+    ``compile`` is True (inductor), a backend name ("aot_eager", "eager": a
+    ``torch.compile``, the Config's numbers constants) or False (eager, vmapped).
     The run loop (progress bars, checkpoints) calls these instead of ``algo.init/update``.
 
     ``sweep={"lr": [1e-4, 3e-4], "ent_coef": [0.0, 0.01]}`` trains every combination of
@@ -335,10 +339,61 @@ def batched(
 
         update = torch.func.vmap(algo.update)
     if compile is True:
-        return init, fxrl_compile(update)
+        return init, compiled_update(algo, vmapped=num_seeds > 1)
     if compile:  # a torch.compile backend name ("aot_eager", "eager")
         update = torch.compile(update, backend=compile, fullgraph=True, dynamic=False)
     return init, update
+
+
+class _HyperparamsAsInputs:
+    """``program(state, hyperparams)`` called as ``update(state)``: the Config's numbers
+    handed to the compiled program as tensors on each call (its other attributes are the
+    program's: ``_programs``, ``fn``)."""
+
+    def __init__(self, program: Any, values: dict[str, Tensor]) -> None:
+        self.program, self.values = program, values
+        self._on: dict[Any, dict[str, Tensor]] = {}  # the values per device, copied once
+        functools.update_wrapper(self, program, updated=())
+
+    def __call__(self, state: Any) -> tuple[Any, dict]:
+        device = _device_of(state)  # the values go where the agents are
+        if device not in self._on:
+            on = {k: v if device is None else v.to(device) for k, v in self.values.items()}
+            self._on[device] = on
+        return self.program(state, self._on[device])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.program, name)
+
+
+def compiled_update(algo: Algorithm, vmapped: bool = False) -> Callable[[Any], tuple[Any, dict]]:
+    """``algo.update`` (``vmap``-ped over the state's leading dim where ``vmapped``) as one
+    ``fxrl.compile`` program, called ``update(state)``.
+
+    The Config's hyperparameters (``algo.hyperparams``) are inputs of the program, float64
+    0-d tensors (not vmapped over) that the update casts as it casts a sweep's
+    (``hyperparams``), not constants baked into it: two Configs that differ only in such
+    numbers (``lr``, ``gamma``...) trace the same graph, so the second loads the first's
+    program from inductor's on-disk cache instead of compiling its own. A tensor rounds
+    as the Config's float does except in a few kernels (a ``scalar / tensor``, a lerp
+    weight), where the last bit may differ from the eager update's.
+    """
+    if not algo.hyperparams:  # an update that takes none (a user's own algorithm)
+        return fxrl_compile(torch.func.vmap(algo.update) if vmapped else algo.update)
+    return _HyperparamsAsInputs(fxrl_compile(_taking_hyperparams(algo, vmapped)), _values(algo))
+
+
+def _values(algo: Algorithm) -> dict[str, Tensor]:
+    """The Config's hyperparameters as float64 0-d tensors on the CPU (moved by each call)."""
+    return {
+        k: torch.tensor(float(v), dtype=torch.float64, device="cpu")
+        for k, v in algo.hyperparams.items()
+    }
+
+
+def _taking_hyperparams(algo: Algorithm, vmapped: bool) -> Callable[[Any, dict], Any]:
+    """``update(state, hyperparams)``, vmapped over the state only where ``vmapped``."""
+    return torch.func.vmap(algo.update, in_dims=(0, None)) if vmapped else algo.update
 
 
 def _swept(
@@ -469,7 +524,8 @@ def whole_training(
     updates of all ``num_seeds`` agents in one program, the loop over updates rolled
     (``scan``), the metrics stacked ``[num_updates, (seeds), ...]``: PureJaxRL's
     ``make_train`` (``jax.jit`` of a ``lax.scan`` over updates). Compiled with
-    ``fxrl.compile`` for ``compile=True``; eager (the same Python loop) for False.
+    ``fxrl.compile`` for ``compile=True`` (the Config's hyperparameters inputs of the
+    program, as in ``compiled_update``); eager (the same Python loop) for False.
 
     An update that writes its replay buffer in place (DQN, SAC, TD3: ``update.in_place``)
     is refused with a one-line error; call ``batched``'s update once per update for
@@ -503,6 +559,15 @@ def whole_training(
             f"{compile!r}."
         )
     init, update = batched(algo, num_seeds, False, sweep=sweep)
+    if compile and sweep is None and algo.hyperparams:
+        # the Config's hyperparameters inputs of the program, as in compiled_update
+        step = _taking_hyperparams(algo, num_seeds > 1)
+
+        def train_k_of(state: Any, hp: dict) -> tuple[Any, dict]:
+            return scan(lambda s, _: step(s, hp), state, num_updates)
+
+        train_k_of.__name__ = "train_k"  # the program's name in watch() and the progress
+        return init, _HyperparamsAsInputs(fxrl_compile(train_k_of), _values(algo))
 
     def train_k(state: Any) -> tuple[Any, dict]:
         return scan(lambda s, _: update(s), state, num_updates)

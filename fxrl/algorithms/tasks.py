@@ -30,7 +30,7 @@ from torch import Tensor
 from fxrl import envs, random, tree
 from fxrl._errors import unknown
 from fxrl._optional import require
-from fxrl.algorithms.core import Algorithm, batched
+from fxrl.algorithms.core import Algorithm, batched, compiled_update
 from fxrl.algorithms.evaluation import params_device
 from fxrl.envs.core import Env, params_as_tensors
 
@@ -186,11 +186,9 @@ def update_tasks(
     if num_tasks > 1:
         return batched(algo, num_tasks, compile)[1]
     # one task keeps its leading [1] dim, which core.batched drops for one seed
+    if compile is True:  # the Config's hyperparameters inputs of the program, as there
+        return compiled_update(algo, vmapped=True)
     update = torch.func.vmap(algo.update)
-    if compile is True:
-        from fxrl.compile import compile as fxrl_compile
-
-        return fxrl_compile(update)
     if compile:
         return torch.compile(update, backend=compile, fullgraph=True, dynamic=False)
     return update

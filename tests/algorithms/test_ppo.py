@@ -1,5 +1,6 @@
 """PPO: config errors, purity, vmapped seeds = separate runs, metrics, export, learning."""
 
+import dataclasses
 import math
 
 import pytest
@@ -186,6 +187,28 @@ def test_the_default_compiled_update_through_fxrl_compile_agrees_with_eager(lear
     again, _ = update(a)  # fed its own output: runs the program compiled above
     assert tree.structure(again) == tree.structure(a)
     assert len(update._programs) == 1
+
+
+def test_a_config_differing_only_in_hyperparameters_loads_the_program_from_the_cache(learner):
+    # The Config's hyperparameters are inputs of the compiled update, not constants baked
+    # into it: other lr, ent_coef and gamma trace LEARN's graph, whose program inductor's
+    # on-disk cache holds, and the loaded program computes with the new numbers. (That a
+    # program taking them as tensors computes what the eager update does with the
+    # Config's floats is the compiled-vs-eager test above.)
+    _, init, update = learner
+    states = init(random.key(5))
+    learn, learn_metrics = update(states)  # LEARN's program (built by the test above)
+    other = ppo.make(dataclasses.replace(LEARN, lr=3e-4, ent_coef=0.05, gamma=0.95))
+    other_init, other_update = core.batched(other, 2, compile=True)
+    with fxrl.compile.watch() as built:
+        a, ma = other_update(other_init(random.key(5)))
+    assert [(r.name, r.from_cache) for r in built] == [("update", True)]
+    # the first update's annealed lr is each Config's own, not LEARN's baked in
+    torch.testing.assert_close(ma["lr"], torch.full_like(ma["lr"], 3e-4), rtol=0, atol=0)
+    torch.testing.assert_close(learn_metrics["lr"], torch.full_like(ma["lr"], 1e-3))
+    assert not torch.equal(ma["loss"], learn_metrics["loss"])
+    pairs = zip(tree.leaves(a.params), tree.leaves(learn.params), strict=True)
+    assert all(not torch.equal(x, y) for x, y in pairs)  # every param learnt differently
 
 
 def test_ppo_learns_cartpole_on_a_short_budget(learner):
