@@ -314,6 +314,13 @@ def _rollout_next_values(apply_value: Any, traj: dict) -> Tensor:
     return torch.where(cut & (steps == first), v[n:], next_value)
 
 
+# uint8 frames in the learning batch are kept [B, H, W, C] (one uint8 transpose per
+# update) and each minibatch's gather is viewed back as [B, C, H, W]: the float frames
+# then come out channels-last, the layout the compiled convolutions take, without a
+# float transpose of every minibatch. False: [B, C, H, W] (the reference in the tests).
+_FRAMES_LAST = True
+
+
 def _is_image(spec: Any) -> bool:
     """uint8 frames ``[C, H, W]`` (``ale:<Game>``'s stacked grey screens)."""
     return isinstance(spec, specs.Box) and spec.dtype == torch.uint8 and len(spec.shape) == 3
@@ -373,6 +380,7 @@ def make(config: Config) -> Algorithm:
     # in a rollout; GAE's next values then come from the rollout (_rollout_next_values), not
     # from the network run again on all num_envs x num_steps frames.
     reuse_values = image and config.env.startswith("ale:") and config.num_steps <= ALE_EPISODE_STEPS
+    frames_last = image and _FRAMES_LAST
     batch_size = config.num_envs * config.num_steps  # env steps per update
     grad_steps = config.update_epochs * config.num_minibatches  # gradient steps per update
     num_updates = onpolicy.num_updates(config, batch_size)  # the lr anneals over them
@@ -468,6 +476,8 @@ def make(config: Config) -> Algorithm:
         advantage, target = onpolicy.advantages(traj, next_value, hp)
         batch = {k: traj[k].flatten(0, 1) for k in ("obs", "action", "log_prob", "value")}
         batch["advantage"], batch["value_target"] = advantage.flatten(0, 1), target.flatten(0, 1)
+        if frames_last:  # [B, H, W, C]: see minibatch_step
+            batch["obs"] = batch["obs"].movedim(-3, -1).contiguous()
         return batch
 
     def minibatch_step(hp: dict, opt: Any, carry: tuple, index: Tensor) -> tuple[tuple, dict]:
@@ -475,6 +485,8 @@ def make(config: Config) -> Algorithm:
         ``fxrl.scan``'s body. ``carry``: ``(net_params, opt_state, batch)``."""
         net_params, opt_state, batch = carry
         minibatch = tree.map(lambda v: v[index], batch)
+        if frames_last:  # back to [B, C, H, W], a view with the channels innermost
+            minibatch["obs"] = minibatch["obs"].movedim(-1, -3)
 
         def loss_fn(params: dict, mb: dict) -> tuple[Tensor, dict]:
             return onpolicy.clipped_loss(forward, params, mb, config, hp)

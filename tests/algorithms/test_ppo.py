@@ -268,3 +268,25 @@ def test_ale_episode_steps_is_ales_frame_limit_at_the_host_frameskip():
 
     frames = inspect.signature(fxrl.envs.atari).parameters["max_num_frames_per_episode"].default
     assert frames // host.ALE_SETTINGS["frameskip"] == ppo.ALE_EPISODE_STEPS
+
+
+def test_an_atari_update_with_channels_last_frames_equals_the_channels_first_one(monkeypatch):
+    pytest.importorskip("ale_py")
+    from fxrl.algorithms import host
+
+    config = ppo.Config.tuned("ale:Breakout", num_envs=2, num_steps=8, total_steps=32,
+                              num_minibatches=2, update_epochs=1)  # fmt: skip
+    runs = []
+    for last in (False, True):
+        monkeypatch.setattr(ppo, "_FRAMES_LAST", last)
+        init, update = host.batched(ppo.make(config), 1, compile=False)
+        state, metrics = update(init(random.key(3)))
+        runs.append((state, metrics))
+    (first, m_first), (last, m_last) = runs
+    assert torch.equal(first.env_state.actions, last.env_state.actions)
+    # float rounding only: the layouts pick other conv kernels (as compiled vs eager)
+    torch.testing.assert_close(last.params, first.params, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(m_last["loss"], m_first["loss"], rtol=1e-5, atol=1e-6)
+    assert not torch.equal(
+        last.params["net"]["dense"]["w"], init(random.key(3)).params["net"]["dense"]["w"]
+    )
