@@ -189,6 +189,10 @@ ATARI = {
 }
 
 
+# ale:<Game>'s longest game in env steps: 108,000 emulator frames (ale-py's default, kept by
+# fxrl.envs.atari) at 4 frames a step (fxrl.algorithms.host.ALE_SETTINGS).
+ALE_EPISODE_STEPS = 108_000 // 4
+
 # Settings per env behind the recorded runs (docs/results); Config.tuned(env) applies them.
 TUNED: dict[str, dict[str, Any]] = {
     **{
@@ -286,6 +290,37 @@ def nature_cnn(obs_shape: tuple[int, ...], out_dim: int) -> nn.Model:
     return nn.Model(init, apply)
 
 
+def _rollout_next_values(apply_value: Any, traj: dict) -> Tensor:
+    """The value of each step's reached observation [T, N], read from the rollout's own
+    values where it can be: a step whose episode went on reached the next step's
+    observation, so ``V(final_x[t]) = value[t + 1]``; the network runs only on the last
+    step's ``final_x`` and on each env's first truncated step (its final observation, which
+    the bootstrap needs). A terminated step's bootstrap is zero in GAE, so the value put
+    there is never read. The same numbers as ``apply_value(traj["final_x"])`` (up to float
+    rounding) when each env truncates at most once in the rollout.
+
+    Args:
+      apply_value: ``x [B, *obs_shape] -> value [B]``.
+      traj: ``final_x`` [T, N, *obs_shape], ``value``, ``terminated``, ``truncated`` [T, N].
+    """
+    final_x, value = traj["final_x"], traj["value"]
+    t_len, n = value.shape
+    steps = torch.arange(t_len, device=value.device).unsqueeze(-1)  # [T, 1]
+    cut = traj["truncated"] & ~traj["terminated"]
+    first = torch.where(cut, steps, t_len - 1).amin(0)  # [N]: T - 1 where none was cut
+    picked = final_x[first, torch.arange(n, device=value.device)]
+    v = apply_value(torch.cat([final_x[-1], picked]))
+    next_value = torch.cat([value[1:], v[:n].unsqueeze(0)])
+    return torch.where(cut & (steps == first), v[n:], next_value)
+
+
+# uint8 frames in the learning batch are kept [B, H, W, C] (one uint8 transpose per
+# update) and each minibatch's gather is viewed back as [B, C, H, W]: the float frames
+# then come out channels-last, the layout the compiled convolutions take, without a
+# float transpose of every minibatch. False: [B, C, H, W] (the reference in the tests).
+_FRAMES_LAST = True
+
+
 def _is_image(spec: Any) -> bool:
     """uint8 frames ``[C, H, W]`` (``ale:<Game>``'s stacked grey screens)."""
     return isinstance(spec, specs.Box) and spec.dtype == torch.uint8 and len(spec.shape) == 3
@@ -341,6 +376,11 @@ def make(config: Config) -> Algorithm:
         tuple(obs_spec.shape), out_dim
     )
     norm = transforms.observation_norm(running=True) if config.normalize_obs else None
+    # ale:<Game>: a game is truncated after ALE_EPISODE_STEPS steps, so at most once per env
+    # in a rollout; GAE's next values then come from the rollout (_rollout_next_values), not
+    # from the network run again on all num_envs x num_steps frames.
+    reuse_values = image and config.env.startswith("ale:") and config.num_steps <= ALE_EPISODE_STEPS
+    frames_last = image and _FRAMES_LAST
     batch_size = config.num_envs * config.num_steps  # env steps per update
     grad_steps = config.update_epochs * config.num_minibatches  # gradient steps per update
     num_updates = onpolicy.num_updates(config, batch_size)  # the lr anneals over them
@@ -429,10 +469,15 @@ def make(config: Config) -> Algorithm:
         """The rollout ``traj`` [T, num_envs, ...] as one flat batch [T * num_envs, ...] of
         ``obs``, ``action``, ``log_prob``, ``value``, ``advantage`` and ``value_target``
         (GAE, bootstrapped from the value of each step's reached observation)."""
-        _, next_value = net.apply(net_params, traj["final_x"])
+        if reuse_values:
+            next_value = _rollout_next_values(lambda x: net.apply(net_params, x)[1], traj)
+        else:
+            _, next_value = net.apply(net_params, traj["final_x"])
         advantage, target = onpolicy.advantages(traj, next_value, hp)
         batch = {k: traj[k].flatten(0, 1) for k in ("obs", "action", "log_prob", "value")}
         batch["advantage"], batch["value_target"] = advantage.flatten(0, 1), target.flatten(0, 1)
+        if frames_last:  # [B, H, W, C]: see minibatch_step
+            batch["obs"] = batch["obs"].movedim(-3, -1).contiguous()
         return batch
 
     def minibatch_step(hp: dict, opt: Any, carry: tuple, index: Tensor) -> tuple[tuple, dict]:
@@ -440,6 +485,8 @@ def make(config: Config) -> Algorithm:
         ``fxrl.scan``'s body. ``carry``: ``(net_params, opt_state, batch)``."""
         net_params, opt_state, batch = carry
         minibatch = tree.map(lambda v: v[index], batch)
+        if frames_last:  # back to [B, C, H, W], a view with the channels innermost
+            minibatch["obs"] = minibatch["obs"].movedim(-1, -3)
 
         def loss_fn(params: dict, mb: dict) -> tuple[Tensor, dict]:
             return onpolicy.clipped_loss(forward, params, mb, config, hp)

@@ -8,7 +8,7 @@ import torch
 
 import fxrl
 from fxrl import random, tree
-from fxrl.algorithms import core, ppo
+from fxrl.algorithms import core, onpolicy, ppo
 
 SMALL = {"num_envs": 4, "num_steps": 16, "update_epochs": 2, "num_minibatches": 2}
 
@@ -220,3 +220,96 @@ def test_ppo_learns_cartpole_on_a_short_budget(learner):
         state, _ = update(state)
     returns = [core.evaluate(algo, tree.index(state.params, i), 5) for i in range(2)]
     assert all(float(r.mean()) > 100 for r in returns), returns
+
+
+def _rollout_with_ends(seed: int, t_len: int = 7, n: int = 5):
+    """A [T, N] rollout of 3-d observations whose episodes end at random (terminated or
+    truncated, at most one truncation per env): ``final_x[t]`` is the next step's
+    observation unless the episode ended, then a final observation of its own."""
+    g = torch.Generator().manual_seed(seed)
+    obs = torch.randn(t_len + 1, n, 3, generator=g)
+    finals = torch.randn(t_len, n, 3, generator=g)
+    terminated = torch.rand(t_len, n, generator=g) < 0.25
+    truncated = torch.zeros(t_len, n, dtype=torch.bool)
+    cut_at = torch.randint(0, t_len + 3, (n,), generator=g)  # >= T: this env is not cut
+    for e in range(n):
+        if cut_at[e] < t_len:
+            truncated[cut_at[e], e] = True
+    ended = (terminated | truncated).unsqueeze(-1)
+    final_x = torch.where(ended, finals, obs[1:])
+    return obs, final_x, terminated, truncated
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rollout_next_values_are_the_networks_values_of_the_reached_observations(seed):
+    # the reference: the network run on every step's reached observation, as a pure update
+    # does; the rollout's own values must give the same advantages
+    w = torch.tensor([0.5, -1.0, 2.0])
+    calls = []
+
+    def apply_value(x):
+        calls.append(x.shape[0])
+        return torch.tanh(x @ w)
+
+    obs, final_x, terminated, truncated = _rollout_with_ends(seed)
+    traj = {"final_x": final_x, "value": apply_value(obs[:-1]), "terminated": terminated,
+            "truncated": truncated, "reward": torch.ones(terminated.shape)}  # fmt: skip
+    want = apply_value(final_x)
+    calls.clear()
+    got = ppo._rollout_next_values(apply_value, traj)
+    assert calls == [2 * 5]  # the last step's and one per env, not T x N observations
+    kept = ~terminated  # a terminated step bootstraps nothing: its next value is not read
+    torch.testing.assert_close(got[kept], want[kept], rtol=0, atol=0)
+    hp = {"gamma": 0.99, "gae_lambda": 0.95}
+    pairs = zip(
+        onpolicy.advantages(traj, got, hp), onpolicy.advantages(traj, want, hp), strict=True
+    )
+    for a, b in pairs:
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_rollout_next_values_run_under_vmap_over_seeds():
+    w = torch.tensor([0.5, -1.0, 2.0])
+    rollouts = [_rollout_with_ends(s) for s in (3, 4)]
+    traj = {
+        "final_x": torch.stack([r[1] for r in rollouts]),
+        "value": torch.stack([torch.tanh(r[0][:-1] @ w) for r in rollouts]),
+        "terminated": torch.stack([r[2] for r in rollouts]),
+        "truncated": torch.stack([r[3] for r in rollouts]),
+    }
+    value = lambda x: torch.tanh(x @ w)
+    got = torch.vmap(lambda t: ppo._rollout_next_values(value, t))(traj)
+    for s in range(2):
+        one = ppo._rollout_next_values(value, tree.map(lambda x, s=s: x[s], traj))
+        torch.testing.assert_close(got[s], one, rtol=0, atol=0)
+
+
+def test_ale_episode_steps_is_ales_frame_limit_at_the_host_frameskip():
+    import inspect
+
+    from fxrl.algorithms import host
+
+    frames = inspect.signature(fxrl.envs.atari).parameters["max_num_frames_per_episode"].default
+    assert frames // host.ALE_SETTINGS["frameskip"] == ppo.ALE_EPISODE_STEPS
+
+
+def test_an_atari_update_with_channels_last_frames_equals_the_channels_first_one(monkeypatch):
+    pytest.importorskip("ale_py")
+    from fxrl.algorithms import host
+
+    config = ppo.Config.tuned("ale:Breakout", num_envs=2, num_steps=8, total_steps=32,
+                              num_minibatches=2, update_epochs=1)  # fmt: skip
+    runs = []
+    for last in (False, True):
+        monkeypatch.setattr(ppo, "_FRAMES_LAST", last)
+        init, update = host.batched(ppo.make(config), 1, compile=False)
+        state, metrics = update(init(random.key(3)))
+        runs.append((state, metrics))
+    (first, m_first), (last, m_last) = runs
+    assert torch.equal(first.env_state.actions, last.env_state.actions)
+    # float rounding only: the layouts pick other conv kernels (as compiled vs eager)
+    torch.testing.assert_close(last.params, first.params, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(m_last["loss"], m_first["loss"], rtol=1e-5, atol=1e-6)
+    assert not torch.equal(
+        last.params["net"]["dense"]["w"], init(random.key(3)).params["net"]["dense"]["w"]
+    )
