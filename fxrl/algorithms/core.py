@@ -346,9 +346,9 @@ def batched(
 
 
 class _HyperparamsAsInputs:
-    """``program(state, hyperparams)`` called as ``update(state)``: the Config's numbers
-    handed to the compiled program as tensors on each call (its other attributes are the
-    program's: ``_programs``, ``fn``)."""
+    """``program(state, hyperparams)`` called as ``update(state)``: the hyperparameters (the
+    Config's, or a sweep's per agent) handed to the program as tensors on each call, on
+    the state's device (its other attributes are the program's: ``_programs``, ``fn``)."""
 
     def __init__(self, program: Any, values: dict[str, Tensor]) -> None:
         self.program, self.values = program, values
@@ -400,15 +400,11 @@ def _swept(
     algo: Algorithm, num_seeds: int, compile: bool | str, sweep: Mapping[str, Sequence[float]]
 ) -> tuple[Callable[[Tensor], Any], Callable[[Any], tuple[Any, dict]]]:
     combos = sweeps.combinations(check_sweep(algo, sweep))
-    values = sweeps.values(combos, num_seeds)  # on the CPU, moved by each update (on_device)
+    values = sweeps.values(combos, num_seeds)  # on the CPU; moved where the agents are on each call
 
     def init(key: Tensor) -> Any:
         keys = key.unsqueeze(0) if num_seeds == 1 else random.split(key, num_seeds)
         return _contiguous(torch.func.vmap(algo.init)(keys.repeat(len(combos), 1)))
-
-    def on_device(state: Any) -> dict:  # the values go where the agents are
-        device = _device_of(state)
-        return {k: v.to(device) for k, v in values.items()}
 
     all_agents = torch.func.vmap(algo.update)
     if compile is True:
@@ -420,10 +416,7 @@ def _swept(
             f"torch.compile backend {compile!r}. Pass compile=True, or compile=False (eager)."
         )
 
-    def update(state: Any) -> tuple[Any, dict]:
-        return all_agents(state, on_device(state))
-
-    return init, update
+    return init, _HyperparamsAsInputs(all_agents, values)
 
 
 def train(
