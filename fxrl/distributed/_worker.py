@@ -1,10 +1,11 @@
 """The rollout worker behind ``RayCollector``: a plain class that Ray turns into an actor.
 
-A task names everything its batch depends on: the stream key, the batch index, the params
-version and, for pure envs, the collector state the batch starts from (env state, last
-observation, trajectory ids, running returns). So a task is a pure function of its
-arguments and any worker, fresh or restarted, collects the same batch from it. Host envs
-(gymnasium, ALE) keep their state in the worker; a restarted one starts them again.
+A task names everything its batch depends on: the setup (make_env, policy, batch size), the
+stream key, the batch index, the params version and, for pure envs, the collector state the
+batch starts from (env state, last observation, trajectory ids, running returns). So a task
+is a pure function of its arguments and any worker, fresh or restarted, collects the same
+batch from it. Host envs (gymnasium, ALE) keep their state in the worker; a restarted one
+starts them again.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -63,38 +63,54 @@ def to_torch(params: Any) -> Any:
 
 
 class RolloutWorker:
-    """Holds one env (``make_env()``) and the policy; collects batches on request."""
+    """Collects batches on request for the setup its calls name.
 
-    def __init__(
-        self,
-        index: int,
-        make_env: Callable[[], Env],
-        policy: Callable[..., Any],
-        frames_per_batch: int,
-        num_threads: int,
-        compile: bool = False,
-        policy_state: Any = None,
-    ) -> None:
+    The actor's own arguments are only its index and torch threads; the env, policy and
+    batch size come with each call as a setup (an id and a boxed object-store ref), built
+    when the id is new. So a restarted actor (Ray runs ``__init__`` again) rebuilds the
+    setup of the task it is given, and another ``RayCollector`` can take over running
+    actors (``workers=``) without starting processes.
+    """
+
+    def __init__(self, index: int, num_threads: int) -> None:
         torch.set_num_threads(num_threads)
-        self.index, self.policy, self.frames_per_batch = index, policy, frames_per_batch
-        self.policy_state = policy_state  # each stream's state at its start (None: stateless)
-        name = callable_name(make_env)
-        try:
-            self.env = make_env()
-        except Exception as e:
-            raise RuntimeError(
-                f"RayCollector worker {index}: make_env {name} raised {type(e).__name__}: {e}"
-            ) from e
-        if not isinstance(self.env, Env):
-            raise TypeError(
-                f"RayCollector worker {index}: make_env {name} must return an fxrl env "
-                f"(fxrl.envs.make, batch, gym, atari), got {type(self.env).__name__}."
-            )
-        self.host = is_host(self.env)
+        self.index = index
+        self._setup_id: str | None = None
+        self.env: Env | None = None
         self.compile_s = 0.0
         self.compile_cache: dict[str, int] = {}
-        if compile and not self.host:
+
+    def _ensure(self, setup_box: list[Any]) -> None:
+        """Build the setup ``setup_box`` = ``[id, ObjectRef]`` names, unless held already."""
+        setup_id, ref = setup_box
+        if setup_id != self._setup_id:
+            import ray
+
+            self._configure(ray.get(ref))
+            self._setup_id = setup_id
+
+    def _configure(self, setup: dict[str, Any]) -> None:
+        make_env = setup["make_env"]
+        name = callable_name(make_env)
+        try:
+            env = make_env()
+        except Exception as e:
+            raise RuntimeError(
+                f"RayCollector worker {self.index}: make_env {name} raised {type(e).__name__}: {e}"
+            ) from e
+        if not isinstance(env, Env):
+            raise TypeError(
+                f"RayCollector worker {self.index}: make_env {name} must return an fxrl env "
+                f"(fxrl.envs.make, batch, gym, atari), got {type(env).__name__}."
+            )
+        self.env, self.policy = env, setup["policy"]
+        self.frames_per_batch = setup["frames_per_batch"]
+        self.policy_state = setup["policy_state"]  # each stream's state at its start
+        self.host = is_host(env)
+        self.compile_s, self.compile_cache = 0.0, {}
+        if setup["compile"] and not self.host:
             self._compile_step()
+        # the params and a host env's stream belong to the collector that set this up
         self._version, self._params = -1, None
         self._local: Collector | None = None  # host envs: the worker's own stream
 
@@ -103,12 +119,15 @@ class RolloutWorker:
         on a reset state (``reset`` and ``step`` give the same shapes and strides, so the
         collector's calls find this program). ``fxrl.compile`` uses inductor's on-disk FX
         graph cache, so a restarted worker (or another on the same machine) loads the
-        compiled program instead of generating it again; the cache counters say which."""
+        compiled program instead of generating it again; the cache counters (this
+        compile's only) say which."""
         from torch._dynamo.utils import counters
 
         from fxrl import random
         from fxrl.compile import compile as fxrl_compile
 
+        assert self.env is not None
+        before = {k: v for k, v in counters["inductor"].items() if "cache" in k}
         start = time.perf_counter()
         step = fxrl_compile(self.env.step)
         k_reset, k_action = random.split(random.key(0)).unbind(0)
@@ -117,10 +136,14 @@ class RolloutWorker:
         step(state, action)
         self.env.step = step  # type: ignore[method-assign]
         self.compile_s = time.perf_counter() - start
-        self.compile_cache = {k: v for k, v in counters["inductor"].items() if "cache" in k}
+        after = {k: v for k, v in counters["inductor"].items() if "cache" in k}
+        self.compile_cache = {k: v - before.get(k, 0) for k, v in after.items()}
 
-    def describe(self) -> dict[str, Any]:
-        """pid, env name, its batch shape and whether it is a host env."""
+    def describe(self, setup_box: list[Any]) -> dict[str, Any]:
+        """pid, env name, its batch shape and whether it is a host env (of the setup
+        ``setup_box`` names, built first if new)."""
+        self._ensure(setup_box)
+        assert self.env is not None
         return {
             "pid": os.getpid(),
             "env": repr(self.env),
@@ -130,11 +153,15 @@ class RolloutWorker:
             "compile_cache": self.compile_cache,
         }
 
-    def collect(self, task: dict[str, Any], params_box: list[Any]) -> dict[str, Any]:
+    def collect(
+        self, task: dict[str, Any], params_box: list[Any], setup_box: list[Any]
+    ) -> dict[str, Any]:
         """One batch for ``task``; ``params_box`` is ``[ObjectRef]`` of the task's version
-        (boxed so Ray does not fetch it when this worker already holds that version)."""
+        (boxed so Ray does not fetch it when this worker already holds that version), and
+        ``setup_box`` names the setup (see ``_ensure``)."""
         import ray
 
+        self._ensure(setup_box)
         fetch_s = 0.0
         if task["version"] != self._version:
             start = time.perf_counter()

@@ -18,6 +18,7 @@ from delivered batches only, so no batch is lost or counted twice.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -107,22 +108,34 @@ class RayCollector:
         flat: bool = True,
         compile: bool = False,
         policy_state: Any = None,
+        workers: RayCollector | None = None,
     ) -> None:
         _check(make_env, params, num_workers, frames_per_batch, total_frames, sync)
+        _check_reuse(workers, num_workers, num_cpus, max_restarts)
         if not ray.is_initialized():
             ray.init()
         self.num_workers, self.sync, self.flat = num_workers, sync, flat
         self.frames_per_batch, self.total_frames = frames_per_batch, total_frames
         self.max_resubmits, self.timeout_s = max_resubmits, timeout_s
+        self.num_cpus, self.max_restarts = num_cpus, max_restarts
         per_worker = frames_per_batch // num_workers if sync else frames_per_batch
-        threads = max(1, int(num_cpus))
-        actor = ray.remote(RolloutWorker).options(
-            num_cpus=num_cpus, max_restarts=max_restarts, max_task_retries=0
-        )
-        self.workers = [
-            actor.remote(w, make_env, policy, per_worker, threads, compile, policy_state)
-            for w in range(num_workers)
-        ]
+        # What the workers build (env, policy, batch size): one object, named by an id in
+        # every call, so a restarted or taken-over actor builds it when it first sees it.
+        setup = {"make_env": make_env, "policy": policy, "frames_per_batch": per_worker,
+                 "compile": compile, "policy_state": policy_state}  # fmt: skip
+        self._setup_box = [uuid.uuid4().hex, ray.put(setup)]
+        # Actors started here are this collector's to kill; taken-over ones only once
+        # it has started (until then they stay with the other collector).
+        self._owned = workers is None
+        self._handed_over = False
+        if workers is None:
+            actor = ray.remote(RolloutWorker).options(
+                num_cpus=num_cpus, max_restarts=max_restarts, max_task_retries=0
+            )
+            threads = max(1, int(num_cpus))
+            self.workers = [actor.remote(w, threads) for w in range(num_workers)]
+        else:
+            self.workers = list(workers.workers)
         self._suspect: set[int] = set()  # workers whose last task died: check before use
         self.info = self._start(make_env)
         self.host = self.info[0]["host"]
@@ -142,6 +155,9 @@ class RayCollector:
         self._pid = [i["pid"] for i in self.info]  # the process each worker's last batch came from
         self.version = -1
         self.update(params)
+        if workers is not None:
+            workers._hand_over()
+            self._owned = True
 
     # ------------------------------------------------------------------ public
 
@@ -156,10 +172,17 @@ class RayCollector:
         return [self.info[self._first_alive([w])]["pid"] for w in range(len(self.workers))]
 
     def close(self) -> None:
-        """Kill the workers (the Ray cluster itself stays up)."""
-        for w in self.workers:
-            ray.kill(w, no_restart=True)
+        """Kill the workers (the Ray cluster itself stays up); after handing them to
+        another collector (its ``workers=``), kill nothing."""
+        if self._owned:
+            for w in self.workers:
+                ray.kill(w, no_restart=True)
         self.workers, self._in_flight = [], {}
+
+    def _hand_over(self) -> None:
+        """Give the workers up to the collector that took them over (``workers=self``)."""
+        self._owned, self._handed_over = False, True
+        self.close()
 
     def __enter__(self) -> RayCollector:
         return self
@@ -175,6 +198,10 @@ class RayCollector:
             self._in_flight = {}
             raise StopIteration
         if not self.workers:
+            if self._handed_over:
+                raise RuntimeError(
+                    "RayCollector: used after another RayCollector took its workers (workers=)."
+                )
             raise RuntimeError("RayCollector: used after close().")
         return self._next_sync() if self.sync else self._next_async()
 
@@ -227,7 +254,7 @@ class RayCollector:
         # restarts it) runs again on the restarted actor, as Ray restarts it; the driver
         # resubmits only when max_restarts is used up.
         collect = self.workers[w].collect.options(max_task_retries=-1)
-        ref = collect.remote(task_args(task), [task["params"]])
+        ref = collect.remote(task_args(task), [task["params"]], self._setup_box)
         self._in_flight[ref] = {**task, "on": w}
 
     def _wait_one(self) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -275,7 +302,7 @@ class RayCollector:
         """``info[w]`` from the restarted process that answered as worker ``w`` (its own
         compile time and cache counters); left as it was if that process is gone again."""
         try:
-            info = ray.get(self.workers[w].describe.remote(), timeout=self.timeout_s)
+            info = ray.get(self.workers[w].describe.remote(self._setup_box), timeout=self.timeout_s)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             return
         if info["pid"] == pid:
@@ -291,7 +318,7 @@ class RayCollector:
                     continue
                 try:
                     self.info[w] = ray.get(
-                        self.workers[w].describe.remote(), timeout=self.timeout_s
+                        self.workers[w].describe.remote(self._setup_box), timeout=self.timeout_s
                     )
                     self._suspect.discard(w)
                     return w
@@ -299,6 +326,11 @@ class RayCollector:
                     continue  # restarting
                 except ray.exceptions.RayActorError:
                     dead.add(w)  # died for good: its max_restarts are used up
+                except ray.exceptions.RayTaskError as e:  # its make_env raised this time
+                    raise WorkerError(
+                        f"RayCollector: worker {w} restarted but did not start again: "
+                        f"{_start_failure(e, '?')}"
+                    ) from None
             time.sleep(0.05)
         if len(dead) == len(order):
             raise WorkerError(
@@ -354,8 +386,13 @@ class RayCollector:
         info = []
         for w, worker in enumerate(self.workers):
             try:
-                info.append(ray.get(worker.describe.remote(), timeout=self.timeout_s))
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
+                ref = worker.describe.remote(self._setup_box)
+                info.append(ray.get(ref, timeout=self.timeout_s))
+            except (
+                ray.exceptions.RayActorError,
+                ray.exceptions.RayTaskError,
+                ray.exceptions.GetTimeoutError,
+            ) as e:
                 self.close()
                 raise WorkerError(
                     f"RayCollector: worker {w} did not start: "
@@ -403,6 +440,32 @@ def _start_failure(error: Exception, make_env: str) -> str:
             return line[line.index("make_env ") :].strip()
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return f"make_env {make_env}: {first}"
+
+
+def _check_reuse(workers: Any, num_workers: int, num_cpus: float, max_restarts: int) -> None:
+    if workers is None:
+        return
+    if not isinstance(workers, RayCollector):
+        raise TypeError(
+            f"RayCollector: workers must be another RayCollector whose workers to take "
+            f"over, got {type(workers).__name__}."
+        )
+    if not workers.workers:
+        raise ValueError(
+            "RayCollector: workers= names a collector without workers (closed, or handed "
+            "over already); start new ones with workers=None."
+        )
+    if len(workers.workers) != num_workers:
+        raise ValueError(
+            f"RayCollector: workers= has {len(workers.workers)} workers; num_workers is "
+            f"{num_workers}."
+        )
+    if (workers.num_cpus, workers.max_restarts) != (num_cpus, max_restarts):
+        raise ValueError(
+            f"RayCollector: workers= were started with num_cpus={workers.num_cpus}, "
+            f"max_restarts={workers.max_restarts}; got num_cpus={num_cpus}, "
+            f"max_restarts={max_restarts} (they are the actors' own: pass the same)."
+        )
 
 
 def _check(
