@@ -243,13 +243,16 @@ def test_an_env_that_raises_gives_an_error_naming_the_worker_and_env(warm):
 
 
 def test_the_ray_tutorial_example_runs(cluster):
-    # The Ray tutorial's first block is marked <!-- skip-test --> so tests/test_docs.py (no
-    # cluster) only parses it; it runs here, on the cluster.
+    # The Ray tutorial's blocks are marked <!-- skip-test --> so tests/test_docs.py (no
+    # cluster) only parses them; they run here, on the cluster, one after the other.
     page = (Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "ray.md").read_text()
-    (block,) = re.findall(r"<!-- skip-test -->\n```python\n(.*?)```", page, flags=re.S)[:1]
+    first, reuse = re.findall(r"<!-- skip-test -->\n```python\n(.*?)```", page, flags=re.S)
     namespace = {"__name__": "docs_ray"}
-    exec(compile(block, "docs/tutorials/ray.md[Ray block]", "exec"), namespace)
+    exec(compile(first, "docs/tutorials/ray.md[Ray block]", "exec"), namespace)
     assert namespace["params"]["w"][0, 0] == pytest.approx(0.1)  # ten updates of 0.01
+    exec(compile(reuse, "docs/tutorials/ray.md[reuse block]", "exec"), namespace)
+    assert namespace["c"].workers == [] and namespace["ev"].frames == 1024
+    assert len(namespace["returns"]) == 2
 
 
 def test_bad_arguments_are_named_before_any_worker_starts():
