@@ -382,11 +382,13 @@ class RayCollector:
         return n
 
     def _start(self, make_env: Callable[[], Env]) -> list[dict[str, Any]]:
-        """Each worker's ``describe()``; a worker whose ``make_env`` failed is named."""
+        """Each worker's ``describe()``; a worker whose ``make_env`` failed is named. A
+        worker that Ray is restarting (a taken-over one) is waited for, as a collect task
+        is; one whose restarts are used up did not start."""
         info = []
         for w, worker in enumerate(self.workers):
             try:
-                ref = worker.describe.remote(self._setup_box)
+                ref = worker.describe.options(max_task_retries=-1).remote(self._setup_box)
                 info.append(ray.get(ref, timeout=self.timeout_s))
             except (
                 ray.exceptions.RayActorError,

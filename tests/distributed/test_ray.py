@@ -495,9 +495,13 @@ def test_compiled_workers_equal_a_compiled_local_collector_and_restart_from_the_
 # Last in the file: it shuts the module's cluster down.
 def test_close_and_shutdown_leave_no_ray_processes(warm):
     make_env, policy = _pieces()
+    killed = warm.last.worker_pids()[0]
+    os.kill(killed, signal.SIGKILL)
+    # taken over while Ray restarts worker 0: the new collector waits for it
     c = warm(make_env, policy, _params(1.0), random.key(0), 2, 8, 8)
     pids = c.worker_pids()
-    list(c)
+    assert pids[0] != killed
+    assert len(list(c)) == 1
     c.close()
     with pytest.raises(ValueError, match=r"workers= names a collector without workers"):
         RayCollector(make_env, policy, _params(1.0), random.key(0), 2, 8, workers=c,
