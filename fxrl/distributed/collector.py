@@ -124,6 +124,7 @@ class RayCollector:
         setup = {"make_env": make_env, "policy": policy, "frames_per_batch": per_worker,
                  "compile": compile, "policy_state": policy_state}  # fmt: skip
         self._setup_box = [uuid.uuid4().hex, ray.put(setup)]
+        self._make_env_name = callable_name(make_env)
         # Actors started here are this collector's to kill; taken-over ones only once
         # it has started (until then they stay with the other collector).
         self._owned = workers is None
@@ -329,7 +330,7 @@ class RayCollector:
                 except ray.exceptions.RayTaskError as e:  # its make_env raised this time
                     raise WorkerError(
                         f"RayCollector: worker {w} restarted but did not start again: "
-                        f"{_start_failure(e, '?')}"
+                        f"{_start_failure(e, self._make_env_name)}"
                     ) from None
             time.sleep(0.05)
         if len(dead) == len(order):

@@ -403,6 +403,27 @@ def test_a_make_env_that_raises_at_start_names_the_worker_and_make_env(warm):
     assert warm.last.worker_pids() == pids
 
 
+def test_a_make_env_that_raises_on_a_restart_names_the_worker_and_make_env(warm, tmp_path):
+    broken = tmp_path / "broken"
+
+    def make_env():
+        if broken.exists():
+            raise OSError("the ROM went away")
+        return envs.batch(envs.make("CartPole-v1"), NUM_ENVS)
+
+    _, policy = _pieces()
+    c = warm(make_env, policy, _params(1.0), random.key(0), 2, 8, timeout_s=60)
+    next(c)
+    broken.touch()
+    os.kill(c.worker_pids()[0], signal.SIGKILL)
+    error = r"make_env .*make_env raised OSError: the ROM went away"
+    with pytest.raises(WorkerError, match=r"worker 0 restarted but did not start again: " + error):
+        c.worker_pids()
+    with pytest.raises(WorkerError, match=r"worker 0 \(env .*\) failed on batch 1 of stream 0: "
+                       r"RayCollector worker 0: " + error):  # fmt: skip
+        next(c)
+
+
 def test_host_env_workers_killed_twice_with_max_resubmits_zero_lose_no_batch(warm):
     def make_env():
         return envs.gym("CartPole-v1", num_envs=NUM_ENVS)
