@@ -241,3 +241,41 @@ def test_a_vmapped_loop_carries_the_vmapped_dims_first_and_permutes_nothing():
     # body as a y of its own, they are permuted once there, so loop_ys=False here)
     for graph in (body, getattr(body, inner[0].args[0].target)):
         assert not [n for n in graph.graph.nodes if n.target in permutes], graph.code
+
+
+def test_a_carry_the_loop_body_hands_back_unchanged_becomes_a_read_only_input():
+    # Params carried through a rollout were copied every step (a loop's outputs may not
+    # alias its inputs): fxrl.compile makes each unchanged carry an extra input of the
+    # loop instead, its final value the initial one, in nested loops too.
+    from fxrl.compile import _hoist_unchanged_carries
+    from fxrl.scan import scan
+
+    def f(p, q, xs):
+        def inner(c, x):
+            a, b = c
+            return (a, b + x * a.sum()), {"a": a * 1.0}
+
+        def body(c, x):
+            p_, q_, unread, acc = c
+            (_, b2), ys = scan(inner, (p_, acc), x)
+            return (p_, q_, unread, b2 + q_), {"y": ys["a"].sum() + b2, "p": p_}
+
+        return scan(body, (p, q, torch.zeros(3), torch.zeros(())), xs)
+
+    def carries(gm):
+        loops = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]
+        inner = [getattr(gm, n.args[0].target) for n in loops]
+        return [len(n.args[1]) for n in loops] + [c for g in inner for c in carries(g)]
+
+    g = torch.manual_seed(0)
+    p, q, xs = torch.randn(3, generator=g), torch.randn((), generator=g), torch.randn(5, 4)
+    gm = fxrl.trace(f, p, q, xs)
+    assert carries(gm) == [4, 2]
+    _hoist_unchanged_carries(gm)
+    assert carries(gm) == [1, 1]  # acc, and the inner loop's b
+    traced = tree.unflatten(tree.structure(f(p, q, xs)), list(gm(p, q, xs)))
+    assert_trees_close(traced, f(p, q, xs), rtol=0, atol=0)
+    assert_trees_close(fxrl_compile(f)(p, q, xs), f(p, q, xs), rtol=1e-5, atol=1e-6)
+    vf = torch.func.vmap(f)
+    ps, qs, xss = torch.randn(2, 3), torch.randn(2), torch.randn(2, 5, 4)
+    assert_trees_close(fxrl_compile(vf)(ps, qs, xss), vf(ps, qs, xss), rtol=1e-5, atol=1e-6)
