@@ -1,25 +1,34 @@
-"""A vmapped compiled update with its rolled loops' seed dim first or last (an A/B).
+"""A vmapped compiled update before and after its rolled loops were laid out for it (an A/B/C).
 
 Under ``torch.func.vmap`` over seeds, ``fxrl.scan`` batches torch's scan operator itself,
-with the vmapped dim first in the loop's carry, inputs and body (``first``, the default).
-Torch's own batching rule for the operator moves it last instead (``last``), so the loops
-permute their inputs and the bodies permute their values back and forth. For each case
-one process builds the update both ways through ``core.batched(..., compile=True)`` from
-the same initial state, and counts the permutes and copies in each traced graph (the
-``make_fx`` graph ``fxrl.compile`` hands to inductor, loop bodies apart: exact counts).
-After ``--warmup`` updates of each, it runs ``--rounds`` rounds; a round times
-``--updates`` updates of one program, then of the other (which goes first alternates), so
-that a change in the machine's load falls on both. The time is the process's CPU time
-(``time.process_time``) at ``--threads`` torch threads.
+with the vmapped dim first in the loop's carry, inputs and body; torch's own batching rule
+for the operator moves it last instead, so the loops permute their inputs and the bodies
+permute their values back and forth. And ``fxrl.compile`` makes a carry that a loop body
+hands back unchanged (params carried through a rollout) a read-only input of the loop
+instead of a value copied every iteration. Three programs of each case:
 
-The two programs compute the same values in another memory layout, so inductor may round
-a few kernels differently: the benchmark checks that the states after the first update
+- ``before``: the seed dim last (torch's rule), unchanged carries carried;
+- ``seed_first``: the seed dim first, unchanged carries carried;
+- ``after``: the seed dim first, unchanged carries made inputs (``fxrl.compile`` today).
+
+For each case one process builds the update each way through
+``core.batched(..., compile=True)`` from the same initial state, and counts the permutes
+and copies in each traced graph (the graph ``fxrl.compile`` hands to inductor, loop bodies
+apart: exact counts) and each loop's carried values. After ``--warmup`` updates of each,
+it runs ``--rounds`` rounds; a round times ``--updates`` updates of each program in turn
+(the order rotated every round), so that a change in the machine's load falls on all of
+them. The time is the process's CPU time (``time.process_time``) at ``--threads`` torch
+threads.
+
+The programs compute the same values in other memory layouts, so inductor may round a
+few kernels differently: the benchmark checks that the states after the first update
 agree to float tolerance and fails otherwise (later updates may drift apart further, as
 any two float orders of one training run do).
 
-Lines: per case, one per layout with the graphs' counts, one per layout with the median,
-min and max CPU milliseconds per update over the rounds and every round's figure, then one
-with ``ratio``: ``last``'s median over ``first``'s (above 1: seed dim first is faster).
+Lines: per case, one per program and graph with the counts, one per program with the
+median, min and max CPU milliseconds per update over the rounds and every round's
+figure, then one per other program with ``ratio``: its median over ``after``'s (above 1:
+``after`` is faster).
 
 Usage: ``python bench/scan_layout_ab.py [--cases ppo_cartpole_8seeds,dqn_cartpole_8seeds]
 [--threads 1] [--rounds 7] [--updates 5] [--warmup 2]``.
@@ -38,26 +47,32 @@ from collections.abc import Iterator
 from typing import Any
 
 CASES = ("ppo_cartpole_8seeds", "dqn_cartpole_8seeds")
-LAYOUTS = ("first", "last")
+# program -> (seed dim, unchanged carries made loop inputs)
+VARIANTS = {"before": ("last", False), "seed_first": ("first", False), "after": ("first", True)}
 PERMUTES = {"permute", "transpose", "t", "movedim"}
 COPIES = {"clone", "copy", "_to_copy", "contiguous", "copy_"}
 
 
 @contextlib.contextmanager
-def _layout(layout: str) -> Iterator[None]:
-    """While open, ``fxrl.scan`` traces its loops with the seed dim ``layout``."""
+def _variant(name: str) -> Iterator[None]:
+    """While open, ``fxrl.scan`` and ``fxrl.compile`` trace and pass loops as ``name``."""
     from torch._higher_order_ops.scan import scan_op
 
-    scan_module = sys.modules["fxrl.scan"]
-    own = scan_module._scan_op_batch_first
+    layout, hoist = VARIANTS[name]
+    scan_module, compile_module = sys.modules["fxrl.scan"], sys.modules["fxrl.compile"]
+    own_scan = scan_module._scan_op_batch_first
+    own_hoist = compile_module._hoist_unchanged_carries
     if layout == "last":  # torch's batching rule: scan_op called on the batched tensors
         scan_module._scan_op_batch_first = lambda fn, init, xs, consts: list(
             scan_op(fn, init, xs, tuple(consts))
         )
+    if not hoist:
+        compile_module._hoist_unchanged_carries = lambda gm: None
     try:
         yield
     finally:
-        scan_module._scan_op_batch_first = own
+        scan_module._scan_op_batch_first = own_scan
+        compile_module._hoist_unchanged_carries = own_hoist
 
 
 def _algo(case: str) -> Any:
@@ -67,7 +82,7 @@ def _algo(case: str) -> Any:
             "dqn_cartpole_8seeds": lambda: dqn.make(dqn.Config())}[case]()  # fmt: skip
 
 
-def counts(case: str, layout: str) -> list[dict]:
+def counts(case: str, variant: str) -> list[dict]:
     """Permutes and copies per graph of the traced update (the top graph, then each loop
     body, nested loops after their parent's), and how the loops' inputs are made."""
     import torch
@@ -78,10 +93,11 @@ def counts(case: str, layout: str) -> list[dict]:
     fc = sys.modules["fxrl.compile"]
     algo = _algo(case)
     init, _ = core.batched(algo, 8, compile=False)
-    with _layout(layout):
+    with _variant(variant):
         gm = fc.trace(core._taking_hyperparams(algo, True), init(random.key(0)), core._values(algo))
-    fc._lift_loop_constants(gm)
-    fc._drop_unread_loop_inputs(gm)
+        fc._lift_loop_constants(gm)
+        fc._hoist_unchanged_carries(gm)
+        fc._drop_unread_loop_inputs(gm)
 
     def name(node: Any) -> str:
         if node.op != "call_function":
@@ -92,7 +108,7 @@ def counts(case: str, layout: str) -> list[dict]:
 
     def walk(g: Any, label: str) -> None:
         ops = collections.Counter(name(n) for n in g.graph.nodes if n.op == "call_function")
-        row = {"case": case, "layout": layout, "graph": label, "nodes": sum(ops.values()),
+        row = {"case": case, "program": variant, "graph": label, "nodes": sum(ops.values()),
                "permutes": sum(v for k, v in ops.items() if k in PERMUTES),
                "copies": sum(v for k, v in ops.items() if k in COPIES)}  # fmt: skip
         loops = [n for n in g.graph.nodes if n.target is torch.ops.higher_order.scan]
@@ -100,6 +116,7 @@ def counts(case: str, layout: str) -> list[dict]:
             dict(collections.Counter(name(a) for a in [*n.args[1], *n.args[2], *n.args[3]]))
             for n in loops
         ]
+        row["loop_carries"] = [len(n.args[1]) for n in loops]
         rows.append(row)
         for n in loops:
             walk(getattr(g, n.args[0].target), n.args[0].target)
@@ -108,13 +125,13 @@ def counts(case: str, layout: str) -> list[dict]:
     return rows
 
 
-def build(case: str, layout: str) -> tuple[Any, Any]:
-    """(update, state after one update): the program compiled with the seed dim ``layout``."""
+def build(case: str, variant: str) -> tuple[Any, Any]:
+    """(update, state after one update): the program compiled as ``variant``."""
     from fxrl import random
     from fxrl.algorithms import core
 
     init, update = core.batched(_algo(case), 8, compile=True)
-    with _layout(layout):  # the program is traced and compiled at the first call
+    with _variant(variant):  # the program is traced and compiled at the first call
         state, _ = update(init(random.key(0)))
     return update, state
 
@@ -136,37 +153,42 @@ def main() -> None:
     for case in args.cases.split(","):
         if case not in CASES:
             raise SystemExit(f"scan_layout_ab: unknown case {case!r}; expected one of {CASES}")
-        for layout in LAYOUTS:
-            for row in counts(case, layout):
+        for variant in VARIANTS:
+            for row in counts(case, variant):
                 print(json.dumps(row), flush=True)
-        programs = {layout: list(build(case, layout)) for layout in LAYOUTS}
-        try:
-            assert_trees_close(programs["first"][1], programs["last"][1], rtol=1e-5, atol=1e-6)
-        except AssertionError as e:
-            raise SystemExit(
-                f"scan_layout_ab: {case}: the two layouts' states differ: {e}"
-            ) from None
+        programs = {variant: list(build(case, variant)) for variant in VARIANTS}
+        for variant in VARIANTS:
+            try:
+                after = programs["after"][1]
+                assert_trees_close(programs[variant][1], after, rtol=1e-5, atol=1e-6)
+            except AssertionError as e:
+                raise SystemExit(
+                    f"scan_layout_ab: {case}: {variant} and after differ: {e}"
+                ) from None
         for _ in range(args.warmup):
             for p in programs.values():
                 p[1], _ = p[0](p[1])
-        ms: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
+        names = list(VARIANTS)
+        ms: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
         for r in range(args.rounds):
-            for layout in LAYOUTS if r % 2 == 0 else LAYOUTS[::-1]:
-                update, state = programs[layout]
+            for variant in names[r % len(names) :] + names[: r % len(names)]:
+                update, state = programs[variant]
                 begin = time.process_time()
                 for _ in range(args.updates):
                     state, _ = update(state)
-                ms[layout].append(1e3 * (time.process_time() - begin) / args.updates)
-                programs[layout][1] = state
-        for layout, xs in ms.items():
-            line = {"case": case, "layout": layout, "ms": round(statistics.median(xs), 3),
+                ms[variant].append(1e3 * (time.process_time() - begin) / args.updates)
+                programs[variant][1] = state
+        for variant, xs in ms.items():
+            line = {"case": case, "program": variant, "ms": round(statistics.median(xs), 3),
                     "ms_min": round(min(xs), 3), "ms_max": round(max(xs), 3),
                     "rounds_ms": [round(x, 3) for x in xs], "updates": args.updates,
                     "threads": args.threads, "clock": "process_cpu"}  # fmt: skip
             print(json.dumps(line), flush=True)
-        ratio = statistics.median(ms["last"]) / statistics.median(ms["first"])
         check = "first update's states equal to float tolerance"
-        print(json.dumps({"case": case, "ratio": round(ratio, 3), "check": check}), flush=True)
+        for variant in ("before", "seed_first"):
+            ratio = statistics.median(ms[variant]) / statistics.median(ms["after"])
+            line = {"case": case, "ratio": round(ratio, 3), "of": f"{variant}/after"}
+            print(json.dumps({**line, "check": check}), flush=True)
 
 
 if __name__ == "__main__":
