@@ -155,7 +155,8 @@ def instrument(phases: Phases) -> None:
             phases.exit()
 
     cpp_builder._run_compile_cmd = run_gxx
-    for name in ("_lift_loop_constants", "_drop_unread_loop_inputs", "_prune_outputs"):
+    passes = ("_lift_loop_constants", "_hoist_unchanged_carries", "_drop_unread_loop_inputs")
+    for name in (*passes, "_prune_outputs"):
         setattr(fc, name, phases.span("fxrl_passes", getattr(fc, name)))
     from torch._functorch._aot_autograd import autograd_cache
 

@@ -67,6 +67,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import operator
 import time
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
@@ -310,6 +311,62 @@ def _lift_loop_constants(gm: torch.fx.GraphModule) -> None:
     gm.recompile()
 
 
+def _hoist_unchanged_carries(gm: torch.fx.GraphModule) -> None:
+    """A rolled loop's carried values that its body hands back unchanged (the network's
+    params carried through a rollout, a batch carried through the minibatch loop) become
+    read-only extra inputs of the loop, and the loop's final value of each is its initial
+    one. Carried, each was copied in every iteration (a loop's outputs may not alias its
+    inputs, so ``fxrl.scan`` copies what the body returns). A loop inside a loop's body
+    is done first."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not torch.ops.higher_order.scan:
+            continue
+        combine, init, xs, extra = node.args
+        body = getattr(gm, combine.target)
+        _hoist_unchanged_carries(body)
+        placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+        out = body.graph.output_node()
+        outs = list(out.args[0])
+
+        def source(n: Any) -> Any:  # through fxrl.scan's own copy
+            while (
+                isinstance(n, torch.fx.Node)
+                and n.target is torch.ops.aten.clone.default
+                and len(n.args) == 1
+            ):
+                n = n.args[0]
+            return n
+
+        same = [i for i in range(len(init)) if source(outs[i]) is placeholders[i]]
+        if not same or any(u.target is not operator.getitem for u in node.users):
+            continue
+        last = placeholders[-1]
+        for j, i in enumerate(same):
+            with body.graph.inserting_after(last):
+                last = body.graph.placeholder(f"unchanged_{j}")
+            last.meta = dict(placeholders[i].meta)
+            placeholders[i].replace_all_uses_with(last)
+        keep = [i for i in range(len(outs)) if i not in same]
+        out.args = ([outs[i] for i in keep],)
+        for i in same:
+            body.graph.erase_node(placeholders[i])
+        body.graph.eliminate_dead_code()
+        body.recompile()
+        new_init = [v for i, v in enumerate(init) if i not in same]
+        node.args = (combine, new_init, xs, (*extra, *(init[i] for i in same)))
+        position = {old: new for new, old in enumerate(keep)}
+        for user in list(node.users):
+            index = user.args[1]
+            if index in position:
+                user.args = (node, position[index])
+            else:  # the loop's final value of an unchanged carry is its initial one
+                user.replace_all_uses_with(init[index])
+                gm.graph.erase_node(user)
+        if "val" in node.meta:
+            node.meta["val"] = [node.meta["val"][i] for i in keep]
+    gm.recompile()
+
+
 def _drop_unread_loop_inputs(gm: torch.fx.GraphModule) -> None:
     """A rolled loop's extra inputs that its body never reads are dropped. A body that
     closes over a whole train state (to read its params) gets every leaf of it, the
@@ -478,6 +535,7 @@ class _Program:
         start, (hits, misses) = time.perf_counter(), _cache_counts()
         gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves)
         _lift_loop_constants(gm)
+        _hoist_unchanged_carries(gm)
         _drop_unread_loop_inputs(gm)
         tensors = _distinct([leaves[i] for i in self.tensor_pos])
         options = _options(given, tensors)

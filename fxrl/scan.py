@@ -250,8 +250,6 @@ def _has_contents(cell: Any) -> bool:
 def _traced_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
     """``scan`` as torch's scan operator, called directly: its Python wrapper runs dynamo,
     which refuses to trace under an enclosing vmap (``fxrl.compile(vmap(update))``)."""
-    from torch._higher_order_ops.scan import scan_op
-
     carry_leaves, carry_spec = tree.leaves(carry), tree.structure(carry)
     xs_leaves, xs_spec = tree.leaves(xs), tree.structure(xs)
     n, m = len(carry_leaves), len(xs_leaves)
@@ -272,8 +270,70 @@ def _traced_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:
         return _copy(_batched_like([*tree.leaves(new_c), *y_leaves], args))
 
     init = _copy(_batched_like(carry_leaves, [*carry_leaves, *xs_leaves, *consts]))
-    out = scan_op(flat_body, init, xs_leaves, tuple(consts))
+    out = _scan_op_batch_first(flat_body, init, xs_leaves, list(consts))
     return tree.unflatten(carry_spec, list(out[:n])), tree.unflatten(y_spec[-1], list(out[n:]))
+
+
+def _scan_op_batch_first(
+    fn: Callable[..., list[Tensor]], init: list[Tensor], xs: list[Tensor], consts: list[Tensor]
+) -> list[Tensor]:
+    """torch's scan operator on ``fn(*carry, *x, *consts) -> [*carry, *y]``, batched by
+    this function under an enclosing ``vmap`` with the vmapped dim first.
+
+    torch's own batching rule for the operator moves every vmapped dim to the end of the
+    loop's carry, ``xs`` and extra inputs, runs the body with it there and moves the
+    body's outputs' vmapped dims to the end again. Most of the body's batching rules want
+    that dim in front, so a vmapped loop permuted its inputs on entering and permuted and
+    copied its values in every iteration (the 8-seed PPO update's minibatch loop body
+    held 152 permutes). Here each vmap level is taken off once, outside the loop: the
+    carry and extra inputs with their vmapped dim moved to 0, ``xs`` to 1 (0 is the
+    scanned dim, so each step's ``x`` has it at 0), the body run under ``vmap`` with
+    ``in_dims`` 0 and its outputs' vmapped dims moved to 0 (``_copy`` has made them
+    contiguous there already: no copy), the stacked ``ys`` wrapped back at dim 1. The
+    values are the same; only the layout differs. Other transforms (``grad``, ``jvp``)
+    and no transform at all go to torch's operator as they are.
+    """
+    from torch._C._functorch import TransformType, peek_interpreter_stack
+    from torch._functorch.pyfunctorch import coerce_cinterpreter
+    from torch._functorch.vmap import restore_vmap, wrap_batched
+    from torch._higher_order_ops.scan import scan_op
+
+    top = peek_interpreter_stack()
+    if top is None or top.key() != TransformType.Vmap:
+        return list(scan_op(fn, init, xs, tuple(consts)))
+    vmap = coerce_cinterpreter(top)
+    level = vmap.level()
+
+    def front(values: list[Tensor], to: int) -> tuple[list[Tensor], list[int | None]]:
+        out, dims = [], []
+        for v in values:
+            u, d = torch._C._functorch._unwrap_batched(v, level)
+            out.append(u if d is None or d == to else u.movedim(d, to))
+            dims.append(None if d is None else to)
+        return out, dims
+
+    init_u, init_dims = front(init, 0)
+    xs_u, xs_dims = front(xs, 1)
+    consts_u, consts_dims = front(consts, 0)
+    # each step's x has the vmapped dim at 0 (xs had it at 1)
+    in_dims = (*init_dims, *(None if d is None else 0 for d in xs_dims), *consts_dims)
+    out_dims: list[int | None] = []
+
+    def body(*args: Tensor) -> list[Tensor]:
+        outs, dims = restore_vmap(fn, in_dims, vmap.batch_size(), vmap.randomness())(*args)
+        out_dims[:] = [None if d is None else 0 for d in dims]
+        return [
+            o if d is None or d == 0 else o.movedim(d, 0) for o, d in zip(outs, dims, strict=True)
+        ]
+
+    with vmap.lower():
+        out = _scan_op_batch_first(body, init_u, xs_u, consts_u)
+    n = len(init)
+    if out_dims[:n] != init_dims:  # _batched_like gives carry in and out the same levels
+        raise AssertionError(f"fxrl.scan: carry vmapped {init_dims} in, {out_dims[:n]} out")
+    # the stacked ys: the scanned dim first, the vmapped dim after it
+    dims = [*out_dims[:n], *(None if d is None else 1 for d in out_dims[n:])]
+    return list(wrap_batched(tuple(out), tuple(dims), level))
 
 
 def _dynamo_scan(body: Callable, carry: Any, xs: Any) -> tuple[Any, Any]:

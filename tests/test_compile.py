@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -190,3 +192,90 @@ def test_a_loop_body_reading_traced_tensors_through_its_closure_stays_one_rolled
     ws = torch.stack([w, 2 * w])  # vmapped over w: the lifted input is batched
     carry, ys = fxrl_compile(torch.func.vmap(f, in_dims=(0, None, None)))(ws, xs, state)
     torch.testing.assert_close(ys["c"][1], 2 * (xs * w).cumsum(0))
+
+
+def test_a_vmapped_loop_carries_the_vmapped_dims_first_and_permutes_nothing():
+    # Under vmap, fxrl.scan takes each vmap level off outside the loop with its dim in
+    # front (torch's own rule for the scan operator moves it last, and the body then
+    # permutes its values back and forth every iteration, 152 permutes in the 8-seed PPO
+    # update's minibatch loop); the values are unchanged.
+    from fxrl.scan import scan
+
+    def f(w, c, xs, k, loop_ys=True):
+        def inner(c2, i):
+            return c2 * 0.5 + k.sum(), {"z": c2.sum() * k}
+
+        def body(c, x):
+            h = torch.tanh(x @ w + c)  # w through the closure: a batched extra input
+            c2, ys2 = scan(inner, c, 3)  # a loop in the loop
+            y = {"h": h, "k": k + x.sum(), "one": torch.ones(2)}
+            return h + c2.mean(), {**y, "z": ys2["z"]} if loop_ys else y
+
+        return scan(body, c, xs)
+
+    g = torch.manual_seed(0)
+    w, c = torch.randn(4, 5, 3, 2, generator=g), torch.randn(2, 5, generator=g)
+    xs, k = torch.randn(6, 4, 3, generator=g), torch.randn(2, 3, generator=g)
+    # seeds of w at dim 2, xs at 2 and k at 1 (inner level), of w at 3 and c at 0 (outer)
+    for loop_ys in (True, False):
+        fn = torch.func.vmap(
+            torch.func.vmap(functools.partial(f, loop_ys=loop_ys), in_dims=(2, None, 2, 1)),
+            in_dims=(3, 0, None, None),
+        )
+        gm = fxrl.trace(fn, w, c, xs, k)
+        leaves = [x.contiguous() for x in (w, c, xs, k)]
+        traced = tree.unflatten(tree.structure(fn(w, c, xs, k)), list(gm(*leaves)))
+        assert_trees_close(traced, fn(w, c, xs, k), rtol=1e-6, atol=1e-6)
+    tops = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]
+    assert len(tops) == 1
+    _, init, loop_xs, extra = tops[0].args
+    assert [tuple(a.meta["val"].shape) for a in init] == [(2, 3, 5)]  # [outer, inner, 5]
+    assert [tuple(a.meta["val"].shape) for a in loop_xs] == [(6, 3, 4)]  # [T, inner, 4]
+    assert (2, 3, 4, 5) in [tuple(a.meta["val"].shape) for a in extra]  # w: seeds first
+    permutes = {torch.ops.aten.permute.default, torch.ops.aten.transpose.int}
+    assert not [a for a in init if a.target in permutes]  # (w and xs: once, outside)
+    body = getattr(gm, tops[0].args[0].target)
+    inner = [n for n in body.graph.nodes if n.target is torch.ops.higher_order.scan]
+    assert len(inner) == 1
+    # (a loop's stacked ys have the loop's dim before the seeds': returned by the outer
+    # body as a y of its own, they are permuted once there, so loop_ys=False here)
+    for graph in (body, getattr(body, inner[0].args[0].target)):
+        assert not [n for n in graph.graph.nodes if n.target in permutes], graph.code
+
+
+def test_a_carry_the_loop_body_hands_back_unchanged_becomes_a_read_only_input():
+    # Params carried through a rollout were copied every step (a loop's outputs may not
+    # alias its inputs): fxrl.compile makes each unchanged carry an extra input of the
+    # loop instead, its final value the initial one, in nested loops too.
+    from fxrl.compile import _hoist_unchanged_carries
+    from fxrl.scan import scan
+
+    def f(p, q, xs):
+        def inner(c, x):
+            a, b = c
+            return (a, b + x * a.sum()), {"a": a * 1.0}
+
+        def body(c, x):
+            p_, q_, unread, acc = c
+            (_, b2), ys = scan(inner, (p_, acc), x)
+            return (p_, q_, unread, b2 + q_), {"y": ys["a"].sum() + b2, "p": p_}
+
+        return scan(body, (p, q, torch.zeros(3), torch.zeros(())), xs)
+
+    def carries(gm):
+        loops = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.scan]
+        inner = [getattr(gm, n.args[0].target) for n in loops]
+        return [len(n.args[1]) for n in loops] + [c for g in inner for c in carries(g)]
+
+    g = torch.manual_seed(0)
+    p, q, xs = torch.randn(3, generator=g), torch.randn((), generator=g), torch.randn(5, 4)
+    gm = fxrl.trace(f, p, q, xs)
+    assert carries(gm) == [4, 2]
+    _hoist_unchanged_carries(gm)
+    assert carries(gm) == [1, 1]  # acc, and the inner loop's b
+    traced = tree.unflatten(tree.structure(f(p, q, xs)), list(gm(p, q, xs)))
+    assert_trees_close(traced, f(p, q, xs), rtol=0, atol=0)
+    assert_trees_close(fxrl_compile(f)(p, q, xs), f(p, q, xs), rtol=1e-5, atol=1e-6)
+    vf = torch.func.vmap(f)
+    ps, qs, xss = torch.randn(2, 3), torch.randn(2), torch.randn(2, 5, 4)
+    assert_trees_close(fxrl_compile(vf)(ps, qs, xss), vf(ps, qs, xss), rtol=1e-5, atol=1e-6)
