@@ -1,6 +1,7 @@
-"""PPO on Atari Breakout from pixels: fxrl (``env="ale:Breakout"``, ale-py's C++ vector
-env) against CleanRL's ``ppo_atari.py`` (gymnasium's SyncVectorEnv of Python-wrapped
-games), the same settings, measured alternately in one run.
+"""PPO on Atari Breakout from pixels: fxrl (``env="ale:Breakout"``: fxrl's loop of ALE
+games, ``fxrl.envs.atari(..., driver="fxrl")``) against CleanRL's ``ppo_atari.py``
+(gymnasium's SyncVectorEnv of Python-wrapped games), the same settings, measured
+alternately in one run.
 
     .venv/bin/python bench/record.py atari_ppo_bench -- --threads 1 \\
         --cleanrl /tmp/cleanrl/cleanrl/ppo_atari.py
@@ -26,9 +27,9 @@ lines). Rows: per contender the median env steps/s over rounds with min and max
 ``per_round``); CleanRL's also its own last printed SPS per round (``sps_printed``: from
 its start, env reset and first iteration included); ratios ``fxrl_<n>seed(s)/cleanrl``:
 median, min and max of the per-round ratios. fxrl's seeds (``--seeds 1,8``) run vmapped,
-``n x 8`` envs; its rate counts the env steps of all seeds. ale-py's vector env steps its
-envs on its own C++ threads (its default count); torch runs on ``--threads`` on both
-sides.
+``n x 8`` envs; its rate counts the env steps of all seeds. fxrl steps its games one
+after another in Python, as CleanRL's SyncVectorEnv does; torch runs on ``--threads`` on
+both sides.
 
 CleanRL is not a dependency: give its ``cleanrl/ppo_atari.py`` from a checkout (with
 ``cleanrl_utils/`` beside ``cleanrl/``). It was written for gymnasium 0.29 and runs here
@@ -306,7 +307,7 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> None:
                 xs.append(r["frames"])
                 ys.append(sum(m["episode_return"] * m["episodes"] for m in last) / games)
         color = {"fxrl": "tab:blue", "cleanrl": "tab:orange"}[impl]
-        label = {"fxrl": "fxrl (ALE vector env)", "cleanrl": "CleanRL ppo_atari.py"}[impl]
+        label = {"fxrl": "fxrl (ale:Breakout)", "cleanrl": "CleanRL ppo_atari.py"}[impl]
         seeds = sorted({s for i, s in runs if i == impl})
         ax.plot(xs, ys, color=color, linestyle=styles[seeds.index(seed) % len(styles)],
                 label=f"{label}, seed {seed}")  # fmt: skip

@@ -24,21 +24,20 @@ checks that the envs show the observation the checkpoint holds; an env that does
 replay to the same state (not deterministic given its seed and actions) is refused in
 one line.
 
-``ale:<Game>`` is the Atari setting of CleanRL's ``ppo_atari.py`` (and the Nature DQN's)
-on ale-py's vector env: ``NoFrameskip`` dynamics (no sticky actions), 4 frames per step,
-FIRE at a reset for games that need it, a lost life ends the learning episode (episodic
-life: ``terminated`` for learning, the game goes on), rewards clipped to their sign for
-learning, 84x84 grey frames stacked by 4: observations uint8 [4, 84, 84]. Three
-differences: no max over the last two frames of a step (ALE's ``maxpool=False``), so that
-an exported policy that takes raw screens and preprocesses them itself (``atari_screen``)
-sees exactly what training saw; after a lost life the agent presses FIRE itself
-(CleanRL's ``FireResetEnv`` presses it; ale-py's own ``episodic_life`` restarts the whole
-game at a lost life, so the driver counts lives itself); and no no-op steps at a reset
-(``noop_reset=0``; CleanRL's are up to 30). With ale-py 0.12.1's ``noop_max=30`` and
-``use_fire_reset`` together, PPO did not learn Breakout, CleanRL's own learner on that
-env included, while CleanRL's wrappers with each of the other differences learnt
-(``docs/results/atari_env_bisect.jsonl``). Reported returns are those of whole games,
-unclipped.
+``ale:<Game>`` is the Atari setting of CleanRL's ``ppo_atari.py`` (and the Nature DQN's):
+``NoFrameskip`` dynamics (no sticky actions), 4 frames per step, a game started as
+CleanRL's wrappers start it (1..30 NOOP frames, then a FIRE step and a step of action 2
+for games that need FIRE, unseen by the agent), a lost life ends the learning episode
+(episodic life: ``terminated`` for learning, the game goes on), rewards clipped to their
+sign for learning, 84x84 grey frames stacked by 4: observations uint8 [4, 84, 84]. The
+games run in fxrl's own loop of ALE games (``fxrl.envs.atari(..., driver="fxrl")``), not
+in ale-py's C++ vector env, whose game starts (FIRE for one frame, then up to 28 NOOP
+frames; or no no-ops at all) PPO learnt Breakout badly from
+(``docs/results/atari_env_bisect.jsonl``). Two differences from CleanRL: no max over the
+last two frames of a step, so that an exported policy that takes raw screens and
+preprocesses them itself (``atari_screen``) sees exactly what training saw; and after a
+lost life the agent presses FIRE itself (CleanRL's ``FireResetEnv`` presses it), so the
+driver only counts lives. Reported returns are those of whole games, unclipped.
 """
 
 from __future__ import annotations
@@ -72,15 +71,16 @@ __all__ = [
 
 HOST_STREAM = 0x4057  # fold_in(seed's key, HOST_STREAM): the keys its host envs reset with
 
-# CleanRL ppo_atari.py's wrappers as ale-py vector env settings (maxpool and noop_reset:
+# CleanRL ppo_atari.py's wrappers as fxrl.envs.atari settings (maxpool and the driver:
 # see the docstring)
 ALE_SETTINGS: dict[str, Any] = {
     "preprocess": "ale",
     "maxpool": False,
     "repeat_action_probability": 0.0,
     "frameskip": 4,
-    "noop_reset": 0,
+    "noop_reset": 30,
     "fire_reset": True,
+    "driver": "fxrl",
 }
 
 

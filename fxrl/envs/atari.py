@@ -31,6 +31,7 @@ from torch import Tensor
 from fxrl import specs
 from fxrl._errors import unknown
 from fxrl._optional import require
+from fxrl.envs.atari_games import _Games, games_settings
 from fxrl.envs.atari_vector import AtariVector, atari_screen, vector_settings
 from fxrl.envs.host import HostEnv
 from fxrl.transforms.base import Transform
@@ -175,6 +176,7 @@ def atari(
     obs_type: str = "rgb",
     auto_reset: bool = True,
     preprocess: str | None = None,
+    driver: str = "ale",
     **kwargs: Any,
 ) -> HostEnv:
     """An Atari game through ale-py as a host env (not pure), defaults as ``ALE/<Game>-v5``.
@@ -205,6 +207,12 @@ def atari(
         giving [N, 4, 84, 84] uint8. An exported policy must then see the same: put
         ``atari_screen()`` and ``frame_stack(4, dim=-3)`` in front of it (exact with
         ``maxpool=False``). ``None``: raw screens, for ``fxrl.transforms``.
+      driver: with ``num_envs``: ``"ale"`` steps the games in ale-py's C++ vector env;
+        ``"fxrl"`` in fxrl's own loop of ALE games (``fxrl.envs.atari_games``), the same
+        screens and frames, but a game starts as CleanRL's
+        wrappers start it: 1..``noop_reset`` NOOP frames, then (``fire_reset``) a FIRE step
+        and a step of action 2, unseen by the agent. ale-py's vector env instead presses
+        FIRE for one frame and then takes 0..``noop_reset`` - 2 NOOP frames.
       kwargs: more ``ale_py.env.AtariEnv`` arguments (``mode``, ``difficulty``...); with
         ale-py's vector env: ``img_height``, ``img_width``, ``grayscale``, ``stack_num``,
         ``maxpool``, ``num_threads``.
@@ -240,6 +248,21 @@ def atari(
             "C++ preprocessing: give num_envs (and no asynchronous). For one env, preprocess "
             "with fxrl.transforms (atari_screen(), frame_stack(4, dim=-3))."
         )
+    if driver not in ("ale", "fxrl"):
+        raise ValueError(
+            f"fxrl.envs.atari({game!r}): driver must be 'ale' (ale-py's C++ vector env) or "
+            f"'fxrl' (fxrl's loop of ALE games), got {driver!r}."
+        )
+    if driver == "fxrl" and (num_envs is None or asynchronous):
+        raise ValueError(
+            f"fxrl.envs.atari({game!r}): driver='fxrl' steps num_envs games in one loop: "
+            "give num_envs and no asynchronous."
+        )
+    if driver == "fxrl" and episodic_life:
+        raise ValueError(
+            f"fxrl.envs.atari({game!r}): driver='fxrl' has no episodic_life: count lives "
+            "from info['lives'] (as fxrl.algorithms.host does)."
+        )
     if num_envs is not None and not asynchronous:
         if not auto_reset:
             raise ValueError(
@@ -259,7 +282,23 @@ def atari(
         )
         if preprocess:
             shown.append(f"preprocess={preprocess!r}")
-        return AtariVector(rom, num_envs, raw, vector, f"fxrl.envs.atari({', '.join(shown)}")
+        call = f"fxrl.envs.atari({', '.join(shown)}"
+        games = None
+        if driver == "fxrl":
+            shown.append("driver='fxrl'")
+            call = f"fxrl.envs.atari({', '.join(shown)}"
+            games = _Games(
+                rom,
+                num_envs,
+                frameskip=frameskip,
+                repeat_action_probability=repeat_action_probability,
+                full_action_space=full_action_space,
+                max_num_frames_per_episode=max_num_frames_per_episode or 2**62,
+                noop_max=noop_reset,
+                fire_reset=fire_reset,
+                **games_settings(kwargs, preprocess is None, call),
+            )
+        return AtariVector(rom, num_envs, raw, vector, call, games)
     return HostEnv(
         _AtariMaker(rom, noop_reset, episodic_life, settings),
         num_envs=num_envs,

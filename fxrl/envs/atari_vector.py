@@ -75,10 +75,17 @@ class _SameStep:
 
 class AtariVector(HostEnv):
     """``num_envs`` games stepped by ale-py's C++ vector env (threads in C++, one call per
-    step); built by ``atari(game, num_envs=N)``."""
+    step), or by fxrl's loop of ALE games (``driver="fxrl"``); built by
+    ``atari(game, num_envs=N)``."""
 
     def __init__(
-        self, rom: str, num_envs: int, raw: bool, settings: dict[str, Any], call: str
+        self,
+        rom: str,
+        num_envs: int,
+        raw: bool,
+        settings: dict[str, Any],
+        call: str,
+        games: Any = None,
     ) -> None:
         # HostEnv's own __init__ builds gymnasium vector envs of single envs; this one is
         # one C++ object, so the same fields are set here.
@@ -87,7 +94,8 @@ class AtariVector(HostEnv):
         self.call, self.alternative = call, ""
         self.num_envs, self.asynchronous, self.dtype = num_envs, False, torch.float32
         self._auto_reset, self.info_keys = True, ("lives",)
-        self.gymnasium_env = _SameStep(rom, num_envs, raw, settings)
+        # games: fxrl's own loop of ALE games (fxrl.envs.atari_games), else ale-py's
+        self.gymnasium_env = games or _SameStep(rom, num_envs, raw, settings)
         self.batch_shape = (num_envs,)
         self.observation_spec = specs.from_gymnasium(self.gymnasium_env.single_observation_space)
         self.action_spec = specs.from_gymnasium(self.gymnasium_env.single_action_space)

@@ -1,0 +1,199 @@
+"""fxrl's own loop over ALE games: ``fxrl.envs.atari(game, num_envs=N, driver="fxrl")``.
+
+ale-py's C++ vector env steps all its games in one call but starts each game its own way:
+with ``noop_max`` and ``use_fire_reset`` it presses FIRE for one frame and then takes
+0..noop_max - 2 NOOP frames. PPO on Breakout learnt badly from those starts, and from
+starts without no-ops (every game then begins at the same frame) it levelled off early
+(``docs/results/atari_env_bisect.jsonl``). CleanRL's wrappers start a game otherwise:
+1..30 NOOP frames (``NoopResetEnv`` on the unskipped game), then a FIRE step and a step
+of action 2 (``FireResetEnv``), neither seen by the agent.
+
+``_Games`` is a vector env of ``ale_py.ALEInterface`` games stepped one after another in
+Python (about 80 us an emulator frame, so 8 games x 4 frames cost a few ms a step). It
+starts games as CleanRL's wrappers do and otherwise gives what ale-py's vector env gives:
+raw RGB screens, or with ``preprocess="ale"`` ALE's grey screens area-resized to 84x84
+(``atari_screen``'s arithmetic) and stacked by 4 with zeros before a game's first frame;
+the step's own ``lives``, and ``final_obs`` where a game ended. With ``noop_reset=0`` and
+``fire_reset=False`` its rewards, lives and ends are ale-py's vector env's and its frames
+are ``atari_screen`` of ale-py's screens, except the last frame of a game that ends
+inside a step, where ale-py shows the step before's (tested).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from fxrl._optional import require
+from fxrl.envs.atari_vector import _area_weights
+
+__all__: list[str] = []
+
+_SETTINGS = {"img_height", "img_width", "stack_num", "maxpool"}
+_RAW_SETTINGS = {"maxpool"}
+
+
+class _Games:
+    """``num_envs`` ALE games with a gymnasium vector env's reset/step (SAME_STEP
+    auto-reset: an ended game's last stack is in ``info["final_obs"]``)."""
+
+    def __init__(
+        self,
+        rom: str,
+        num_envs: int,
+        *,
+        frameskip: int,
+        repeat_action_probability: float,
+        full_action_space: bool,
+        max_num_frames_per_episode: int,
+        noop_max: int,
+        fire_reset: bool,
+        raw: bool = False,
+        img_height: int = 84,
+        img_width: int = 84,
+        stack_num: int = 4,
+        maxpool: bool = False,
+    ) -> None:
+        ale_py = require("ale_py", "fxrl.envs.atari(driver='fxrl')")
+        spaces = require("gymnasium.spaces", "fxrl.envs.atari(driver='fxrl')")
+        self.path = str(ale_py.roms.get_rom_path(rom))
+        self.num_envs, self.frameskip, self.noop_max = num_envs, frameskip, noop_max
+        self.max_frames, self.maxpool = max_num_frames_per_episode, maxpool
+        self.games = []
+        for _ in range(num_envs):
+            ale = ale_py.ALEInterface()
+            ale.setLoggerMode(ale_py.LoggerMode.Error)
+            ale.setFloat("repeat_action_probability", repeat_action_probability)
+            ale.loadROM(self.path)
+            self.games.append(ale)
+        ale = self.games[0]
+        actions = ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet()
+        self.actions = list(actions)
+        # CleanRL's FireResetEnv: games whose action 1 is FIRE and that have an action 2
+        self.fire = fire_reset and len(actions) >= 3 and actions[1] == ale_py.Action.FIRE
+        self.noop = ale_py.Action.NOOP
+        height, width = ale.getScreenDims()
+        self.raw = raw  # raw RGB screens [N, H, W, 3], else stacks of grey 84x84 frames
+        self.rows = _area_weights(height, img_height)
+        self.cols = _area_weights(width, img_width).T.contiguous()
+        self.screens = np.zeros((num_envs, 2, height, width, *((3,) if raw else ())), np.uint8)
+        shape = (height, width, 3) if raw else (stack_num, img_height, img_width)
+        self.stack = torch.zeros((num_envs, *shape), dtype=torch.uint8)
+        self.frames = np.zeros(num_envs, dtype=np.int64)  # emulator frames since the start
+        self.rngs = [np.random.default_rng(i) for i in range(num_envs)]
+        self.single_observation_space = spaces.Box(0, 255, shape, dtype=np.uint8)
+        self.single_action_space = spaces.Discrete(len(actions))
+
+    # ---------------------------------------------------------------------------- games
+
+    def _act(self, i: int, action: Any, frames: int) -> tuple[int, bool]:
+        """``frames`` emulator frames of ``action`` in game ``i`` (fewer where the game
+        ends); the reward and whether it ended. The screens of the last two frames go to
+        ``self.screens[i]`` ([1] the last) where ``maxpool`` needs them."""
+        ale, reward, over = self.games[i], 0, False
+        for f in range(frames):
+            reward += ale.act(action)
+            self.frames[i] += 1
+            over = ale.game_over(with_truncation=False)
+            if over or self.frames[i] >= self.max_frames:
+                break
+            if self.maxpool and f == frames - 2:
+                self._grab(i, 0)
+        self._grab(i, 1)
+        return reward, over
+
+    def _grab(self, i: int, slot: int) -> None:
+        if self.raw:
+            self.games[i].getScreenRGB(self.screens[i, slot])
+        else:
+            self.games[i].getScreenGrayscale(self.screens[i, slot])
+
+    def _start(self, i: int) -> None:
+        """A new game in slot ``i``: CleanRL's NoopResetEnv, then its FireResetEnv."""
+        ale = self.games[i]
+        ale.reset_game()
+        if self.noop_max:
+            for _ in range(int(self.rngs[i].integers(1, self.noop_max + 1))):
+                ale.act(self.noop)
+                if ale.game_over(with_truncation=False):
+                    ale.reset_game()
+        if self.fire:
+            for action in (self.actions[1], self.actions[2]):
+                self.frames[i] = 0
+                if self._act(i, action, self.frameskip)[1]:
+                    ale.reset_game()
+        self.frames[i] = 0
+        self._grab(i, 1)
+        self.screens[i, 0] = self.screens[i, 1]
+        self.stack[i] = 0
+
+    def _push(self, which: np.ndarray) -> None:
+        """The current screens of games ``which`` resized onto their stacks (or, raw,
+        as they are)."""
+        shown = self.screens[which]
+        screen = shown.max(1) if self.maxpool else shown[:, 1]
+        if self.raw:
+            self.stack[torch.from_numpy(which)] = torch.from_numpy(screen)
+            return
+        small = (self.rows @ torch.from_numpy(screen).double() @ self.cols).round()
+        rows = torch.from_numpy(which)
+        stack = self.stack[rows]
+        self.stack[rows] = torch.cat([stack[:, 1:], small.to(torch.uint8).unsqueeze(1)], 1)
+
+    # ------------------------------------------------------------------- vector env API
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        """Every game started again; ``seed`` (an int or one per game) reseeds ALE and the
+        no-op counts, as gymnasium's ``AtariEnv`` does."""
+        if seed is not None:
+            seeds = (
+                seed
+                if isinstance(seed, list | tuple | np.ndarray)
+                else [seed + i for i in range(self.num_envs)]
+            )
+            for i, (ale, s) in enumerate(zip(self.games, seeds, strict=True)):
+                ale.setInt("random_seed", int(s) % 2**31)
+                ale.loadROM(self.path)
+                self.rngs[i] = np.random.default_rng(int(s))
+        for i in range(self.num_envs):
+            self._start(i)
+        self._push(np.ones(self.num_envs, dtype=bool))
+        lives = np.array([ale.lives() for ale in self.games], dtype=np.int32)
+        return self.stack.numpy().copy(), {"lives": lives}
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        actions = np.asarray(actions).reshape(self.num_envs)
+        n = self.num_envs
+        reward = np.zeros(n, dtype=np.float32)
+        terminated = np.zeros(n, dtype=bool)
+        for i in range(n):
+            reward[i], terminated[i] = self._act(i, self.actions[int(actions[i])], self.frameskip)
+        truncated = (self.frames >= self.max_frames) & ~terminated
+        lives = np.array([ale.lives() for ale in self.games], dtype=np.int32)
+        self._push(np.ones(n, dtype=bool))
+        info: dict[str, Any] = {"lives": lives}
+        done = terminated | truncated
+        if done.any():
+            info = {**info, "final_obs": self.stack.numpy().copy(), "_final_obs": done}
+            for i in np.flatnonzero(done):
+                self._start(int(i))
+            self._push(done)
+        return self.stack.numpy().copy(), reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self.games = []
+
+
+def games_settings(kwargs: dict[str, Any], raw: bool, call: str) -> dict[str, Any]:
+    """``kwargs`` of ``atari(..., driver="fxrl")`` checked: the frame settings it takes
+    (raw screens: ``maxpool`` only)."""
+    takes = _RAW_SETTINGS if raw else _SETTINGS
+    unknown = set(kwargs) - takes
+    if unknown:
+        raise TypeError(
+            f"{call}): unknown arguments {sorted(unknown)} for driver='fxrl'"
+            f"{' with raw screens' if raw else ''}; it takes {sorted(takes)}."
+        )
+    return {**kwargs, "raw": raw}
