@@ -193,12 +193,16 @@ def atari(
       repeat_action_probability: sticky actions: the emulator keeps the previous action
         with this probability, per frame.
       full_action_space: all 18 joystick actions instead of the game's minimal set.
-      noop_reset: when > 0, each new game starts with 1..noop_reset NOOP steps drawn from
-        the env's seeded generator.
+      noop_reset: when > 0, each new game starts with NOOPs drawn from the env's seeded
+        generator: 1..noop_reset NOOP steps for single games, 1..noop_reset NOOP frames
+        with ``driver="fxrl"`` (CleanRL's ``NoopResetEnv``), 0..noop_reset - 1 frames
+        (after FIRE's one frame with ``fire_reset``) in ale-py's vector env.
       episodic_life: a lost life ends the episode (``terminated``); the game itself
         resets only when it is over.
-      fire_reset: ale-py's vector env only: press FIRE at each reset for games whose
-        action 1 is FIRE (Breakout's ball is served so), as CleanRL's ``FireResetEnv``.
+      fire_reset: with ``num_envs`` only: press FIRE at each game start for games whose
+        action 1 is FIRE (Breakout's ball is served so): one frame in ale-py's vector env,
+        a FIRE step and a step of action 2 with ``driver="fxrl"`` (CleanRL's
+        ``FireResetEnv``).
       max_num_frames_per_episode: truncate after this many emulator frames.
       obs_type: "rgb" ([210, 160, 3] uint8), "grayscale" ([210, 160]) or "ram" ([128]).
       auto_reset: begin the next episode inside ``step`` (``info["next_obs"]``).
@@ -237,8 +241,8 @@ def atari(
         shown.append("episodic_life=True")
     if fire_reset and (num_envs is None or asynchronous):
         raise ValueError(
-            f"fxrl.envs.atari({game!r}): fire_reset=True is ale-py's vector env's: give "
-            "num_envs (and no asynchronous)."
+            f"fxrl.envs.atari({game!r}): fire_reset=True is for ale-py's vector env and "
+            "driver='fxrl': give num_envs (and no asynchronous)."
         )
     if fire_reset:
         shown.append("fire_reset=True")

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from fxrl._optional import require
-from fxrl.envs.atari_vector import _area_weights
+from fxrl.envs.atari_vector import AreaResize
 
 __all__: list[str] = []
 
@@ -76,8 +76,7 @@ class _Games:
         self.noop = ale_py.Action.NOOP
         height, width = ale.getScreenDims()
         self.raw = raw  # raw RGB screens [N, H, W, 3], else stacks of grey 84x84 frames
-        self.rows = _area_weights(height, img_height)
-        self.cols = _area_weights(width, img_width).T.contiguous()
+        self.resize = AreaResize((height, width), (img_height, img_width))
         self.screens = np.zeros((num_envs, 2, height, width, *((3,) if raw else ())), np.uint8)
         shape = (height, width, 3) if raw else (stack_num, img_height, img_width)
         self.stack = torch.zeros((num_envs, *shape), dtype=torch.uint8)
@@ -137,10 +136,10 @@ class _Games:
         if self.raw:
             self.stack[torch.from_numpy(which)] = torch.from_numpy(screen)
             return
-        small = (self.rows @ torch.from_numpy(screen).double() @ self.cols).round()
+        small = self.resize(torch.from_numpy(screen))
         rows = torch.from_numpy(which)
         stack = self.stack[rows]
-        self.stack[rows] = torch.cat([stack[:, 1:], small.to(torch.uint8).unsqueeze(1)], 1)
+        self.stack[rows] = torch.cat([stack[:, 1:], small.unsqueeze(1)], 1)
 
     # ------------------------------------------------------------------- vector env API
 

@@ -19,7 +19,7 @@ from fxrl._optional import require
 from fxrl.envs.host import HostEnv
 from fxrl.transforms import Transform
 
-__all__ = ["AtariScreen", "AtariVector", "atari_screen", "vector_settings"]
+__all__ = ["AreaResize", "AtariScreen", "AtariVector", "atari_screen", "vector_settings"]
 
 _RAW = {"img_height": 210, "img_width": 160, "grayscale": False, "stack_num": 1, "maxpool": False}
 _ALE_PREPROCESSING = {"img_height": 84, "img_width": 84, "grayscale": True, "stack_num": 4,
@@ -102,6 +102,26 @@ class AtariVector(HostEnv):
         self._discrete = False
         self._latest = None
 
+    def _step_vector(self, state: Any, raw: Any) -> Any:
+        # an action outside the game's set makes ale-py's C++ vector env throw on one of
+        # its threads, which hangs the process: checked here first
+        import numpy as np
+
+        actions, n = np.asarray(raw), self.action_spec.n
+        if (
+            actions.shape != (self.num_envs,)
+            or actions.dtype.kind not in "iu"
+            or (actions < 0).any()
+            or (actions >= n).any()
+        ):
+            shown = np.unique(actions).tolist()[:8] if actions.dtype.kind in "iuf" else "?"
+            raise ValueError(
+                f"{self.call}).step: actions must be {self.num_envs} ints in 0..{n - 1} (one "
+                f"per game, the game's action set), got shape {list(actions.shape)} "
+                f"{actions.dtype} with values {shown}."
+            )
+        return super()._step_vector(state, raw)
+
 
 def _area_weights(n_in: int, n_out: int) -> torch.Tensor:
     """[n_out, n_in]: the share of each source pixel in each output pixel when ``n_in``
@@ -113,11 +133,36 @@ def _area_weights(n_in: int, n_out: int) -> torch.Tensor:
     return overlap.clamp(min=0) / scale
 
 
+class AreaResize:
+    """uint8 grey frames ``[..., H, W]`` -> ``[..., height, width]`` averaged by area and
+    rounded half to even, in exact arithmetic: each share of
+    ``_area_weights(H, h)`` is an integer over ``H`` (``h`` x the overlap), so an output
+    pixel is an integer sum over ``H * W``, computed exactly (float32 while
+    ``255 * H * W < 2**24``, float64 beyond) and then rounded. Equal to ale-py's C++
+    resize (OpenCV's INTER_AREA) on every pixel of the frames tested, ties included."""
+
+    def __init__(self, in_size: tuple[int, int], size: tuple[int, int]) -> None:
+        (in_h, in_w), (h, w) = in_size, size
+        self.size, self.denominator = size, in_h * in_w
+        dtype = torch.float32 if 255 * self.denominator < 2**24 else torch.float64
+        self.rows = (_area_weights(in_h, h) * in_h).round().to(dtype)
+        self.cols = (_area_weights(in_w, w) * in_w).round().T.contiguous().to(dtype)
+
+    def __call__(self, frames: torch.Tensor) -> torch.Tensor:
+        rows, cols = self.rows.to(frames.device), self.cols.to(frames.device)
+        total = rows @ frames.to(rows.dtype) @ cols  # exact integers
+        # total / H*W in float64 is the nearest double to the true quotient, so a tie
+        # (k + 1/2, exact in binary) comes out exact and nothing else lands on one:
+        # torch.round then rounds ties half to even, as OpenCV does
+        return torch.round(total.double() / self.denominator).to(torch.uint8)
+
+
 class AtariScreen(Transform):
     """See ``atari_screen``."""
 
     def __init__(self, height: int, width: int) -> None:
         self.size = (height, width)
+        self._resize: dict[tuple[int, int], AreaResize] = {}  # per screen size
 
     def __call__(self, obs: torch.Tensor, state: Any = None) -> torch.Tensor:
         if obs.ndim < 3 or obs.shape[-1] != 3 or obs.dtype != torch.uint8:
@@ -127,10 +172,10 @@ class AtariScreen(Transform):
             )
         x = obs.to(torch.float64)
         gray = (0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2]).round()
-        rows = _area_weights(obs.shape[-3], self.size[0])
-        cols = _area_weights(obs.shape[-2], self.size[1])
-        small = (rows @ gray @ cols.T).round()
-        return small.to(torch.uint8).unsqueeze(-3)
+        screen = (int(obs.shape[-3]), int(obs.shape[-2]))
+        if screen not in self._resize:
+            self._resize[screen] = AreaResize(screen, self.size)
+        return self._resize[screen](gray.to(torch.uint8)).unsqueeze(-3)
 
     def observation_spec(self, spec: Any) -> specs.Box:
         return specs.Box(0, 255, (*spec.shape[:-3], 1, *self.size), dtype=torch.uint8)
@@ -143,8 +188,10 @@ def atari_screen(height: int = 84, width: int = 84) -> AtariScreen:
     """ale-py's C++ screen preprocessing of one frame as an fxrl transform: raw RGB
     ``[..., 210, 160, 3]`` uint8 -> luma ``[..., 1, height, width]`` uint8 (ALE's
     grayscale, round(0.299 R + 0.587 G + 0.114 B), then an area resize as OpenCV's
-    INTER_AREA), equal to ``atari(game, num_envs=N, preprocess="ale", maxpool=False)``'s
-    frames (tested). Put it in front of a policy trained on that preprocessing."""
+    INTER_AREA, in exact integer arithmetic: ``AreaResize``), equal to
+    ``atari(game, num_envs=N, preprocess="ale", maxpool=False)``'s frames (tested on Pong
+    and Breakout) and to ``driver="fxrl"``'s. Put it in front of a policy trained on that
+    preprocessing."""
     return AtariScreen(height, width)
 
 

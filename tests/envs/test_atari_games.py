@@ -144,6 +144,20 @@ def test_raw_screens_are_ale_pys_raw_screens_and_atari_screen_makes_the_frames()
     raw.close(), pre.close(), cpp.close()
 
 
+@pytest.mark.parametrize("driver", ["ale", "fxrl"])
+@pytest.mark.parametrize("actions", [[5, 0], [-1, 0], [0, 1, 2], [0.0, 1.0]])
+def test_an_action_outside_the_games_set_is_refused_in_one_line(driver, actions):
+    # ale-py's C++ vector env hangs on one (its worker thread throws): checked before
+    env = envs.atari("Breakout", num_envs=2, driver=driver, preprocess="ale")
+    state, _ = env.reset(random.key(0))
+    with pytest.raises(ValueError, match=r"actions must be 2 ints in 0\.\.3") as info:
+        env.step(state, torch.tensor(actions))
+    assert "\n" not in str(info.value)
+    state, ts = env.step(state, torch.tensor([1, 3]))  # the env is usable after
+    assert ts.obs.shape == (2, 4, 84, 84)
+    env.close()
+
+
 def test_the_driver_is_an_ale_py_loop_of_the_games_minimal_action_set():
     env = envs.atari("Breakout", num_envs=3, driver="fxrl", preprocess="ale")
     games = env.gymnasium_env

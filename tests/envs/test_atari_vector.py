@@ -10,6 +10,7 @@ from fxrl import envs, random
 from fxrl import transforms as T
 from fxrl.collector import collector
 from fxrl.envs.atari import AtariVector, atari_screen
+from fxrl.envs.atari_vector import _area_weights
 
 
 def test_vector_breakout_plays_the_games_of_single_envs_screen_for_screen_through_game_overs():
@@ -100,15 +101,17 @@ def test_collector_gathers_batches_from_the_vector_env():
     env.close()
 
 
-def ale_frames(num_steps, **settings):
-    """Screens of one Pong game from ale-py's vector env itself, without sticky actions."""
+def ale_frames(num_steps, game="pong", **settings):
+    """Screens of one game (Pong by default) from ale-py's vector env itself, without
+    sticky actions."""
     env = AtariVectorEnv(
-        "pong", 1, repeat_action_probability=0.0, noop_max=0, use_fire_reset=False,
+        game, 1, repeat_action_probability=0.0, noop_max=0, use_fire_reset=False,
         reward_clipping=False, **settings,
     )  # fmt: skip
     obs, _ = env.reset(seed=np.array([1], dtype=np.int32))
     frames = [obs[0]]
-    for a in random.randint(random.key(5), (num_steps,), 0, 6).tolist():
+    actions = env.single_action_space.n
+    for a in random.randint(random.key(5), (num_steps,), 0, actions).tolist():
         obs, *_ = env.step(np.array([a]))
         frames.append(obs[0])
     env.close()
@@ -128,6 +131,20 @@ def test_atari_screen_equals_ales_cpp_grayscale_and_area_resize_exactly(raw_scre
     ours = atari_screen()(raw_screens)
     assert ours.shape == (151, 1, 84, 84) and ours.dtype == torch.uint8
     assert torch.equal(ours[:, 0], cpp)
+
+
+def test_atari_screen_rounds_ties_as_ales_cpp_resize_does_on_breakout():
+    # Breakout's frames hold pixels whose area average is exactly k + 1/2: OpenCV rounds
+    # those half to even; a float64 average rounded afterwards missed some of them
+    cpp = ale_frames(300, "breakout", stack_num=1, maxpool=False)[:, 0]
+    raw = ale_frames(300, "breakout", **RAW)[:, 0]
+    ours = atari_screen()(raw)[:, 0]
+    assert torch.equal(ours, cpp)
+    x = raw.double()
+    gray = (0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2]).round()
+    rows, cols = (_area_weights(n, 84) for n in (210, 160))
+    as_float = (rows @ gray @ cols.T).round().to(torch.uint8)
+    assert not torch.equal(as_float, cpp)  # the ties are there: the test can fail
 
 
 def test_ale_preprocessing_without_maxpool_is_atari_screen_and_frame_stack_through_resets():
