@@ -58,9 +58,9 @@ def test_games_start_as_cleanrls_wrappers_start_them():
     # NoopResetEnv: 1..30 NOOP frames; FireResetEnv: a FIRE step, then a step of action 2
     # (4 frames each); the count comes from the seed, so a reset key replays its start.
     base = _start_frames(0, 0, False)
-    counts = [_start_frames(s, 30, True) - base - 8 for s in range(24)]
+    counts = [_start_frames(s, 30, True) - base - 8 for s in range(12)]
     assert all(1 <= c <= 30 for c in counts)
-    assert len(set(counts)) >= 8  # the starts vary
+    assert len(set(counts)) >= 6  # the starts vary
     assert _start_frames(3, 30, True) - base - 8 == counts[3]
 
 
