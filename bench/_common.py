@@ -1,14 +1,18 @@
 """Pieces every benchmark here shares: the CPU's name for the JSON header, one way of
 timing contenders (``measure``: alternating rounds, so drift on a shared machine hits all
-alike), and the torch networks the peers run (``torch_mlp``, ``nature_dqn``) with the
+alike), its form for A/B runs of compiled updates (``ab_args``, ``time_updates``,
+``ms_summary``), and the torch networks the peers run (``torch_mlp``, ``nature_dqn``) with the
 fxrl params that hold the same weights (``mlp_params``, ``nature_dqn_params``)."""
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import platform
+import statistics
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -60,6 +64,54 @@ def measure(
         for name in names if r % 2 == 0 else names[::-1]:
             times[name].append(_round_ms(runs[name], counts[name], self_timed))
     return times, first
+
+
+def ab_args(doc: str, cases: Sequence[str], name: str) -> argparse.Namespace:
+    """The command line of an A/B benchmark of compiled updates: ``--cases`` (checked
+    against ``cases``), ``--threads``, ``--rounds``, ``--updates`` per round, ``--warmup``
+    updates; ``args.cases`` comes back as a list."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(cases))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--updates", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    args = parser.parse_args()
+    args.cases = args.cases.split(",")
+    unknown = [c for c in args.cases if c not in cases]
+    if unknown:
+        raise SystemExit(f"{name}: unknown case {unknown[0]!r}; expected one of {list(cases)}")
+    return args
+
+
+def time_updates(
+    programs: dict[str, list[Any]], rounds: int, updates: int, warmup: int = 0
+) -> dict[str, list[float]]:
+    """Process CPU milliseconds per update of each ``[update, state]`` in ``programs``,
+    one entry per round: ``warmup`` updates of each first, then per round ``updates`` of
+    each in a row, the order rotated by one from round to round (so drift on a shared
+    machine hits all alike). The states move on in place: ``programs[name][1]`` is the
+    last one."""
+    for _ in range(warmup):
+        for p in programs.values():
+            p[1], _ = p[0](p[1])
+    names = list(programs)
+    ms: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            update, state = programs[name]
+            begin = time.process_time()
+            for _ in range(updates):
+                state, _ = update(state)
+            ms[name].append(1e3 * (time.process_time() - begin) / updates)
+            programs[name][1] = state
+    return ms
+
+
+def ms_summary(xs: list[float]) -> dict[str, Any]:
+    """The median, min, max and every round's milliseconds, rounded for a JSON line."""
+    return {"ms": round(statistics.median(xs), 3), "ms_min": round(min(xs), 3),
+            "ms_max": round(max(xs), 3), "rounds_ms": [round(x, 3) for x in xs]}  # fmt: skip
 
 
 def _round_ms(run: Callable[[], object], n: int, self_timed: bool) -> float:

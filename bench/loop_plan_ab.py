@@ -20,15 +20,15 @@ Usage: ``python bench/loop_plan_ab.py [--cases ppo_cartpole_8seeds,dqn_cartpole_
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
 import os
 import statistics
-import time
 from collections.abc import Iterator
 from typing import Any
+
+from _common import ab_args, ms_summary, time_updates  # bench/_common.py
 
 CASES = ("ppo_cartpole_8seeds", "dqn_cartpole_8seeds")
 
@@ -71,39 +71,18 @@ def digest(state: Any) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--updates", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
-    args = parser.parse_args()
+    args = ab_args(__doc__, CASES, "loop_plan_ab")
     import torch
 
     torch.set_num_threads(args.threads)
-    for case in args.cases.split(","):
-        if case not in CASES:
-            raise SystemExit(f"loop_plan_ab: unknown case {case!r}; expected one of {CASES}")
+    for case in args.cases:
         programs = {"plan": list(build(case, True)), "inductor": list(build(case, False))}
-        for _ in range(args.warmup):
-            for p in programs.values():
-                p[1], _ = p[0](p[1])
-        ms: dict[str, list[float]] = {"plan": [], "inductor": []}
-        for r in range(args.rounds):
-            for impl in ("plan", "inductor") if r % 2 == 0 else ("inductor", "plan"):
-                update, state = programs[impl]
-                begin = time.process_time()
-                for _ in range(args.updates):
-                    state, _ = update(state)
-                ms[impl].append(1e3 * (time.process_time() - begin) / args.updates)
-                programs[impl][1] = state
+        ms = time_updates(programs, args.rounds, args.updates, args.warmup)
         same = digest(programs["plan"][1]) == digest(programs["inductor"][1])
         if not same:
             raise SystemExit(f"loop_plan_ab: {case}: the two programs' states differ")
         for impl, xs in ms.items():
-            line = {"case": case, "impl": impl, "ms": round(statistics.median(xs), 3),
-                    "ms_min": round(min(xs), 3), "ms_max": round(max(xs), 3),
-                    "rounds_ms": [round(x, 3) for x in xs], "updates": args.updates,
+            line = {"case": case, "impl": impl, **ms_summary(xs), "updates": args.updates,
                     "threads": args.threads, "clock": "process_cpu"}  # fmt: skip
             print(json.dumps(line), flush=True)
         ratio = statistics.median(ms["inductor"]) / statistics.median(ms["plan"])

@@ -36,15 +36,15 @@ Usage: ``python bench/scan_layout_ab.py [--cases ppo_cartpole_8seeds,dqn_cartpol
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import json
 import statistics
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
+
+from _common import ab_args, ms_summary, time_updates  # bench/_common.py
 
 CASES = ("ppo_cartpole_8seeds", "dqn_cartpole_8seeds")
 # program -> (seed dim, unchanged carries made loop inputs)
@@ -137,22 +137,14 @@ def build(case: str, variant: str) -> tuple[Any, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--updates", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
-    args = parser.parse_args()
+    args = ab_args(__doc__, CASES, "scan_layout_ab")
     import torch
 
     import fxrl  # noqa: F401  (fxrl.scan and fxrl.compile, the modules)
     from fxrl.testing import assert_trees_close
 
     torch.set_num_threads(args.threads)
-    for case in args.cases.split(","):
-        if case not in CASES:
-            raise SystemExit(f"scan_layout_ab: unknown case {case!r}; expected one of {CASES}")
+    for case in args.cases:
         for variant in VARIANTS:
             for row in counts(case, variant):
                 print(json.dumps(row), flush=True)
@@ -165,24 +157,11 @@ def main() -> None:
                 raise SystemExit(
                     f"scan_layout_ab: {case}: {variant} and after differ: {e}"
                 ) from None
-        for _ in range(args.warmup):
-            for p in programs.values():
-                p[1], _ = p[0](p[1])
-        names = list(VARIANTS)
-        ms: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
-        for r in range(args.rounds):
-            for variant in names[r % len(names) :] + names[: r % len(names)]:
-                update, state = programs[variant]
-                begin = time.process_time()
-                for _ in range(args.updates):
-                    state, _ = update(state)
-                ms[variant].append(1e3 * (time.process_time() - begin) / args.updates)
-                programs[variant][1] = state
+        ms = time_updates(programs, args.rounds, args.updates, args.warmup)
         for variant, xs in ms.items():
-            line = {"case": case, "program": variant, "ms": round(statistics.median(xs), 3),
-                    "ms_min": round(min(xs), 3), "ms_max": round(max(xs), 3),
-                    "rounds_ms": [round(x, 3) for x in xs], "updates": args.updates,
-                    "threads": args.threads, "clock": "process_cpu"}  # fmt: skip
+            line = {"case": case, "program": variant, **ms_summary(xs),
+                    "updates": args.updates, "threads": args.threads,
+                    "clock": "process_cpu"}  # fmt: skip
             print(json.dumps(line), flush=True)
         check = "first update's states equal to float tolerance"
         for variant in ("before", "seed_first"):

@@ -17,7 +17,8 @@ import argparse
 import json
 import statistics
 import sys
-import time
+
+from _common import time_updates  # bench/_common.py
 
 
 def main() -> None:
@@ -43,19 +44,15 @@ def main() -> None:
         state = init(random.key(0))
         for _ in range(2):
             state, _ = update(state)
-        runs.append([update, state, []])
+        runs.append([update, state])
     fc.DEFAULT_OPTIONS.clear()
     fc.DEFAULT_OPTIONS.update(defaults)
-    for r in range(args.rounds):
-        for j in range(len(runs)):
-            run = runs[(j + r) % len(runs)]
-            begin = time.process_time()
-            run[1], _ = run[0](run[1])
-            run[2].append(1e3 * (time.process_time() - begin))
-    for text, (_, _, ms) in zip(args.options, runs, strict=True):
+    ms = time_updates({str(i): run for i, run in enumerate(runs)}, args.rounds, 1)
+    for i, text in enumerate(args.options):
+        xs = ms[str(i)]
         line = {"options": json.loads(text), "threads": args.threads, "rounds": args.rounds}
-        line.update(median_ms=round(statistics.median(ms), 2), min_ms=round(min(ms), 2))
-        print(json.dumps({**line, "mean_ms": round(statistics.mean(ms), 2)}), flush=True)
+        line.update(median_ms=round(statistics.median(xs), 2), min_ms=round(min(xs), 2))
+        print(json.dumps({**line, "mean_ms": round(statistics.mean(xs), 2)}), flush=True)
 
 
 if __name__ == "__main__":
