@@ -19,17 +19,14 @@ added to the FX graph cache key.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-PATCHED_TORCH = "2.13."  # the torch release whose inductor this was written for
+from fxrl._class_patch import CountedPatch
 
-_lock = threading.Lock()
-_depth = 0
-_saved: dict[str, Any] = {}
+PATCHED_TORCH = "2.13."  # the torch release whose inductor this was written for
 
 
 def applies() -> bool:
@@ -40,28 +37,24 @@ def applies() -> bool:
 def _init_once(self: Any) -> None:
     # the singleton's rules, built by its own __init__ the first time only
     if not self.__dict__.get("_fxrl_built", False):
-        _saved["__init__"](self)
+        _patch.saved["__init__"](self)
         self._fxrl_built = True
+
+
+def _handler() -> type:
+    from torch._inductor.dtype_propagation import DtypePropagationOpsHandler
+
+    return DtypePropagationOpsHandler
+
+
+_patch = CountedPatch(_handler, {"__init__": _init_once})
 
 
 @contextlib.contextmanager
 def patched() -> Iterator[None]:
     """Inside this block, inductor's dtype-propagation handler builds its rules once."""
-    global _depth
     if not applies():
         yield
         return
-    from torch._inductor.dtype_propagation import DtypePropagationOpsHandler
-
-    with _lock:
-        if _depth == 0:
-            _saved["__init__"] = DtypePropagationOpsHandler.__init__
-            DtypePropagationOpsHandler.__init__ = _init_once  # type: ignore[method-assign]
-        _depth += 1
-    try:
+    with _patch.applied():
         yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                DtypePropagationOpsHandler.__init__ = _saved.pop("__init__")  # type: ignore[method-assign]

@@ -62,6 +62,7 @@ from typing import Any
 import torch
 
 from fxrl import _cpp_loop_plan
+from fxrl._class_patch import CountedPatch
 
 # fxrl._cpp_loop_plan on or off: FXRL_CPP_LOOP_PLAN=0 turns it off (inductor's own loop
 # code, for an A/B measurement or as a fallback); read when a compile enters patched()
@@ -69,10 +70,6 @@ PLAN_ENV = "FXRL_CPP_LOOP_PLAN"
 PATCHED_TORCH = "2.13."  # the torch release whose inductor this patch was written for
 VERSION = 3  # in the FX graph cache key of the programs built with these fixes
 
-_lock = threading.Lock()
-_depth = 0
-_saved: dict[str, Any] = {}  # the methods patched over, as the class resolves them
-_own: dict[str, Any] = {}  # the class's own attributes (None: inherited)
 _plan = threading.local()  # .on: whether the compile running in this thread plans loops
 
 
@@ -107,7 +104,7 @@ def _can_reuse(self: Any, input_buffer: Any, output_buffer: Any = None) -> bool:
     node = input_buffer.node if isinstance(input_buffer, SchedulerBuffer) else input_buffer
     if isinstance(node, ir.MutationOutput):  # fix 1
         return False
-    return _saved["can_reuse"](self, input_buffer, output_buffer)
+    return _patch.saved["can_reuse"](self, input_buffer, output_buffer)
 
 
 def _codegen_while_loop(self: Any, while_loop: Any, stack_output: bool = False) -> None:
@@ -127,7 +124,7 @@ def _codegen_while_loop(self: Any, while_loop: Any, stack_output: bool = False) 
         if getattr(_plan, "on", False):
             _cpp_loop_plan.codegen_while_loop(self, while_loop, stack_output)
         else:
-            _saved["codegen_while_loop"](self, while_loop, stack_output)
+            _patch.saved["codegen_while_loop"](self, while_loop, stack_output)
     finally:
         while_loop.additional_inputs = extra
 
@@ -151,7 +148,7 @@ def _codegen_subgraph_suffix(
 
 
 def _run_wrapper_ir_passes(self: Any, is_inference: bool) -> None:
-    _saved["run_wrapper_ir_passes"](self, is_inference)
+    _patch.saved["run_wrapper_ir_passes"](self, is_inference)
     if getattr(_plan, "on", False):
         _cpp_loop_plan.plan(self)
 
@@ -169,7 +166,7 @@ def _generate_scatter_fallback(
 ) -> None:
     if not src_is_tensor:  # fix 3: a scalar src written as a C++ value ("1", not "True")
         inputs = [*inputs[:-1], self.val_to_arg_str(inputs[-1])]
-    _saved["_generate_scatter_fallback"](
+    _patch.saved["_generate_scatter_fallback"](
         self, output, inputs, cpp_kernel_name, python_kernel_name, src_is_tensor, reduce,
         kwargs, device,
     )  # fmt: skip
@@ -184,23 +181,22 @@ _PATCHES = {
 }
 
 
+def _wrapper_class() -> type:
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+
+    return CppWrapperCpu
+
+
+_patch = CountedPatch(_wrapper_class, _PATCHES)
+
+
 @contextlib.contextmanager
 def patched() -> Iterator[None]:
     """Inside this block, inductor's C++ wrapper compiles programs holding a loop.
     Nested and concurrent uses are counted; the class is restored when the last exits."""
-    global _depth
     if not applies():
         yield
         return
-    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
-
-    with _lock:
-        if _depth == 0:
-            for k, fn in _PATCHES.items():
-                _own[k] = CppWrapperCpu.__dict__.get(k)  # None: inherited
-                _saved[k] = getattr(CppWrapperCpu, k)
-                setattr(CppWrapperCpu, k, fn)
-        _depth += 1
     # Programs built with the fixes get their own key in inductor's FX graph cache, so
     # one compiled without them (by an earlier fxrl or a plain torch) is never loaded.
     # The plan is in the key too: a program built with it and one built without are
@@ -209,15 +205,7 @@ def patched() -> Iterator[None]:
     _plan.on = plan_loops()
     tag = f"{torch.compiler.config.cache_key_tag}|fxrl_cpp_wrapper_patch={VERSION}|{_plan.on}"
     try:
-        with torch.compiler.config.patch(cache_key_tag=tag):
+        with _patch.applied(), torch.compiler.config.patch(cache_key_tag=tag):
             yield
     finally:
         _plan.on = outer
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                for k in _PATCHES:
-                    if _own[k] is None:
-                        delattr(CppWrapperCpu, k)
-                    else:
-                        setattr(CppWrapperCpu, k, _own[k])

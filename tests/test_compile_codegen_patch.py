@@ -39,7 +39,7 @@ def test_inside_the_block_the_rules_are_built_once_and_are_the_same(monkeypatch)
     assert set(vars(handlers[0])) - {"_fxrl_built"} == outside
     assert "add" in outside and "sigmoid" in outside
     assert DtypePropagationOpsHandler.__init__ is init  # the class's own, back
-    assert _codegen_patch._depth == 0
+    assert _codegen_patch._patch.depth == 0
     DtypePropagationOpsHandler()
     assert len(calls) == 2  # outside the block it runs on every call again
 

@@ -73,7 +73,7 @@ def test_the_patch_is_undone_after_the_compile(programs):
 
     assert CppWrapperCpu.can_reuse is PythonWrapperCodegen.can_reuse
     assert CppWrapperCpu.codegen_while_loop is not _cpp_wrapper_patch._codegen_while_loop
-    assert _cpp_wrapper_patch._depth == 0
+    assert _cpp_wrapper_patch._patch.depth == 0
 
 
 def test_on_another_torch_version_the_patch_does_nothing(monkeypatch):

@@ -41,6 +41,7 @@ from fxrl.nn import initializers as inits
 from fxrl.scan import scan
 
 __all__ = [
+    "ALE_EPISODE_STEPS",
     "ATARI",
     "HYPERPARAMS",
     "TUNED",
