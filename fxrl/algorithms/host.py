@@ -33,11 +33,14 @@ sign for learning, 84x84 grey frames stacked by 4: observations uint8 [4, 84, 84
 games run in fxrl's own loop of ALE games (``fxrl.envs.atari(..., driver="fxrl")``), not
 in ale-py's C++ vector env, whose game starts (FIRE for one frame, then up to 28 NOOP
 frames; or no no-ops at all) PPO learnt Breakout badly from
-(``docs/results/atari_env_bisect.jsonl``). Two differences from CleanRL: no max over the
-last two frames of a step, so that an exported policy that takes raw screens and
-preprocesses them itself (``atari_screen``) sees exactly what training saw; and after a
-lost life the agent presses FIRE itself (CleanRL's ``FireResetEnv`` presses it), so the
-driver only counts lives. Reported returns are those of whole games, unclipped.
+(``docs/results/atari_env_bisect.jsonl``). Three differences from CleanRL: no max over
+the last two frames of a step, so that an exported policy that takes raw screens and
+preprocesses them itself (``atari_screen``) sees exactly what training saw; after a lost
+life the agent presses FIRE itself (CleanRL's ``EpisodicLifeEnv`` and ``FireResetEnv``
+take a NOOP, a FIRE and an action-2 step it does not see), so the driver only counts
+lives; and the frame stack holds zeros before a game's first frame and runs on through a
+lost life (CleanRL's repeats the first frame, at a game start and after each lost life).
+Reported returns are those of whole games, unclipped.
 """
 
 from __future__ import annotations
