@@ -127,8 +127,9 @@ def _area_weights(n_in: int, n_out: int) -> torch.Tensor:
     """[n_out, n_in]: the share of each source pixel in each output pixel when ``n_in``
     pixels are averaged down to ``n_out`` by area (OpenCV's INTER_AREA)."""
     scale = n_in / n_out
-    lo = torch.arange(n_out, dtype=torch.float64)[:, None] * scale
-    j = torch.arange(n_in, dtype=torch.float64)[None, :]
+    cpu = torch.device("cpu")  # constants, moved to the frames' device where used
+    lo = torch.arange(n_out, dtype=torch.float64, device=cpu)[:, None] * scale
+    j = torch.arange(n_in, dtype=torch.float64, device=cpu)[None, :]
     overlap = torch.minimum(lo + scale, j + 1) - torch.maximum(lo, j)
     return overlap.clamp(min=0) / scale
 

@@ -198,3 +198,15 @@ def test_bad_atari_vector_arguments_say_what_to_use():
         envs.atari("Pong", num_envs=2, mode=1)
     with pytest.raises(ValueError, match="expects raw"):
         atari_screen()(torch.zeros(84, 84, dtype=torch.uint8))
+
+
+def test_atari_screen_works_on_the_screens_device_whatever_the_default_device(raw_screens):
+    # its resize constants are made on the CPU and moved to the screens' device, so a
+    # default device set elsewhere (here one the screens are not on) changes nothing
+    want = atari_screen()(raw_screens[:4])
+    torch.set_default_device("meta")
+    try:
+        got = atari_screen()(raw_screens[:4])
+    finally:
+        torch.set_default_device(None)
+    assert got.device == raw_screens.device and torch.equal(got, want)
