@@ -32,7 +32,7 @@ from fxrl import specs
 from fxrl._errors import unknown
 from fxrl._optional import require
 from fxrl.envs.atari_games import _Games, games_settings
-from fxrl.envs.atari_vector import AtariVector, atari_screen, vector_settings
+from fxrl.envs.atari_vector import AtariVector, _SameStep, atari_screen, vector_settings
 from fxrl.envs.host import HostEnv
 from fxrl.transforms.base import Transform
 
@@ -273,7 +273,26 @@ def atari(
                 f"fxrl.envs.atari({game!r}, num_envs={num_envs}): ale-py's vector env resets "
                 "ended games itself; auto_reset=False needs asynchronous=True."
             )
+        # checks preprocess, frameskip, obs_type and the frame settings for both drivers
         raw, vector = vector_settings(game, preprocess, frameskip, obs_type, kwargs)
+        if preprocess:
+            shown.append(f"preprocess={preprocess!r}")
+        if driver == "fxrl":
+            shown.append("driver='fxrl'")
+        call = f"fxrl.envs.atari({', '.join(shown)}"
+        if driver == "fxrl":
+            frames = games_settings(kwargs, preprocess is None, call)
+            return AtariVector(num_envs, call, lambda: _Games(
+                rom,
+                num_envs,
+                frameskip=frameskip,
+                repeat_action_probability=repeat_action_probability,
+                full_action_space=full_action_space,
+                max_num_frames_per_episode=max_num_frames_per_episode or 2**62,
+                noop_max=noop_reset,
+                fire_reset=fire_reset,
+                **frames,
+            ))  # fmt: skip
         vector.update(
             frameskip=frameskip,
             repeat_action_probability=repeat_action_probability,
@@ -284,25 +303,7 @@ def atari(
             use_fire_reset=fire_reset,
             reward_clipping=False,
         )
-        if preprocess:
-            shown.append(f"preprocess={preprocess!r}")
-        call = f"fxrl.envs.atari({', '.join(shown)}"
-        games = None
-        if driver == "fxrl":
-            shown.append("driver='fxrl'")
-            call = f"fxrl.envs.atari({', '.join(shown)}"
-            games = _Games(
-                rom,
-                num_envs,
-                frameskip=frameskip,
-                repeat_action_probability=repeat_action_probability,
-                full_action_space=full_action_space,
-                max_num_frames_per_episode=max_num_frames_per_episode or 2**62,
-                noop_max=noop_reset,
-                fire_reset=fire_reset,
-                **games_settings(kwargs, preprocess is None, call),
-            )
-        return AtariVector(rom, num_envs, raw, vector, call, games)
+        return AtariVector(num_envs, call, lambda: _SameStep(rom, num_envs, raw, vector))
     return HostEnv(
         _AtariMaker(rom, noop_reset, episodic_life, settings),
         num_envs=num_envs,

@@ -131,13 +131,12 @@ class _Games:
     def _push(self, which: np.ndarray) -> None:
         """The current screens of games ``which`` resized onto their stacks (or, raw,
         as they are)."""
-        shown = self.screens[which]
+        shown, rows = self.screens[which], torch.from_numpy(which)
         screen = shown.max(1) if self.maxpool else shown[:, 1]
         if self.raw:
-            self.stack[torch.from_numpy(which)] = torch.from_numpy(screen)
+            self.stack[rows] = torch.from_numpy(screen)
             return
         small = self.resize(torch.from_numpy(screen))
-        rows = torch.from_numpy(which)
         stack = self.stack[rows]
         self.stack[rows] = torch.cat([stack[:, 1:], small.unsqueeze(1)], 1)
 

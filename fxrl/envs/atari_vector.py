@@ -10,6 +10,7 @@ preprocessing instead; ``atari_screen()`` reproduces it frame by frame for the p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -78,24 +79,16 @@ class AtariVector(HostEnv):
     step), or by fxrl's loop of ALE games (``driver="fxrl"``); built by
     ``atari(game, num_envs=N)``."""
 
-    def __init__(
-        self,
-        rom: str,
-        num_envs: int,
-        raw: bool,
-        settings: dict[str, Any],
-        call: str,
-        games: Any = None,
-    ) -> None:
+    def __init__(self, num_envs: int, call: str, engine: Callable[[], Any]) -> None:
         # HostEnv's own __init__ builds gymnasium vector envs of single envs; this one is
-        # one C++ object, so the same fields are set here.
+        # one object stepping all games, built by `engine` once num_envs is checked:
+        # ale-py's (_SameStep) or fxrl's own loop of ALE games (fxrl.envs.atari_games)
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"{call}): num_envs must be a positive int, got {num_envs!r}.")
         self.call, self.alternative = call, ""
         self.num_envs, self.asynchronous, self.dtype = num_envs, False, torch.float32
         self._auto_reset, self.info_keys = True, ("lives",)
-        # games: fxrl's own loop of ALE games (fxrl.envs.atari_games), else ale-py's
-        self.gymnasium_env = games or _SameStep(rom, num_envs, raw, settings)
+        self.gymnasium_env = engine()
         self.batch_shape = (num_envs,)
         self.observation_spec = specs.from_gymnasium(self.gymnasium_env.single_observation_space)
         self.action_spec = specs.from_gymnasium(self.gymnasium_env.single_action_space)

@@ -114,13 +114,14 @@ def test_maxpool_takes_the_brighter_of_the_last_two_frames():
         ({"driver": "cpp"}, "driver must be 'ale'"),
         ({"driver": "fxrl", "asynchronous": True}, "no asynchronous"),
         ({"driver": "fxrl", "stack_num": 2}, "with raw screens"),
+        ({"driver": "fxrl", "preprocess": "ale", "num_envs": 0}, "num_envs must be a positive"),
         ({"driver": "fxrl", "preprocess": "ale", "episodic_life": True}, "no episodic_life"),
         ({"driver": "fxrl", "preprocess": "ale", "grayscale": False}, "unknown arguments"),
     ],
 )
 def test_bad_driver_arguments_say_what_to_give(kwargs, words):
     with pytest.raises((ValueError, TypeError), match=words) as info:
-        envs.atari("Breakout", num_envs=2, **kwargs)
+        envs.atari("Breakout", **{"num_envs": 2, **kwargs})
     assert "\n" not in str(info.value)
 
 
