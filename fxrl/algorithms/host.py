@@ -84,6 +84,8 @@ ALE_SETTINGS: dict[str, Any] = {
     "noop_reset": 30,
     "fire_reset": True,
     "driver": "fxrl",
+    "life_reset": True,
+    "stack_pad": "repeat",
 }
 
 
@@ -132,7 +134,10 @@ def make_env(env_id: str, num_envs: int, **kwargs: Any) -> Any:
         raise ValueError(problem)
     prefix, name = _split(env_id)
     if prefix == "ale":
-        return envs.atari(name, num_envs, **{**ALE_SETTINGS, **kwargs})
+        settings = {**ALE_SETTINGS, **kwargs}
+        if settings["preprocess"] is None:  # raw screens: no frame stack to pad
+            settings.pop("stack_pad", None)
+        return envs.atari(name, num_envs, **settings)
     _register_ale_ids()
     return envs.gym(name, num_envs, **kwargs)
 

@@ -219,13 +219,22 @@ def atari(
         FIRE for one frame and then takes 0..``noop_reset`` - 2 NOOP frames.
       kwargs: more ``ale_py.env.AtariEnv`` arguments (``mode``, ``difficulty``...); with
         ale-py's vector env: ``img_height``, ``img_width``, ``grayscale``, ``stack_num``,
-        ``maxpool``, ``num_threads``.
+        ``maxpool``, ``num_threads``; with ``driver="fxrl"``: ``img_height``,
+        ``img_width``, ``stack_num``, ``maxpool`` and two of its own:
+        ``life_reset=True`` steps on after a lost life as CleanRL's ``EpisodicLifeEnv``
+        and ``FireResetEnv`` do (a NOOP step, then with ``fire_reset`` a FIRE step and
+        a step of action 2, unseen by the agent) and starts the frame stack again;
+        ``stack_pad`` is what a stack holds before its first frame: ``"zeros"`` (as
+        ale-py's vector env) or ``"repeat"`` (the first frame, as CleanRL's and
+        ``fxrl.transforms.frame_stack``).
     Returns:
       A ``HostEnv``; its TimeSteps report ``info["lives"]``.
     """
     rom = _rom(game)
     if not isinstance(noop_reset, int) or noop_reset < 0:
         raise ValueError(f"fxrl.envs.atari: noop_reset must be an int >= 0, got {noop_reset!r}.")
+    # settings of fxrl's own loop of games only (fxrl.envs.atari_games)
+    fxrl_only = {k: kwargs.pop(k) for k in ("life_reset", "stack_pad") if k in kwargs}
     settings = {
         "frameskip": frameskip,
         "repeat_action_probability": repeat_action_probability,
@@ -262,6 +271,12 @@ def atari(
             f"fxrl.envs.atari({game!r}): driver='fxrl' steps num_envs games in one loop: "
             "give num_envs and no asynchronous."
         )
+    if fxrl_only and driver != "fxrl":
+        raise ValueError(
+            f"fxrl.envs.atari({game!r}): {', '.join(sorted(fxrl_only))} "
+            f"{'is a setting' if len(fxrl_only) == 1 else 'are settings'} of fxrl's loop of "
+            "ALE games: give driver='fxrl' and num_envs."
+        )
     if driver == "fxrl" and episodic_life:
         raise ValueError(
             f"fxrl.envs.atari({game!r}): driver='fxrl' has no episodic_life: count lives "
@@ -281,7 +296,7 @@ def atari(
             shown.append("driver='fxrl'")
         call = f"fxrl.envs.atari({', '.join(shown)}"
         if driver == "fxrl":
-            frames = games_settings(kwargs, preprocess is None, call)
+            frames = games_settings({**kwargs, **fxrl_only}, preprocess is None, call)
             return AtariVector(num_envs, call, lambda: _Games(
                 rom,
                 num_envs,

@@ -31,8 +31,9 @@ from fxrl.envs.atari_vector import AreaResize
 
 __all__: list[str] = []
 
-_SETTINGS = {"img_height", "img_width", "stack_num", "maxpool"}
-_RAW_SETTINGS = {"maxpool"}
+_SETTINGS = {"img_height", "img_width", "stack_num", "maxpool", "life_reset", "stack_pad"}
+_RAW_SETTINGS = {"maxpool", "life_reset"}
+_PADS = ("zeros", "repeat")
 
 
 class _Games:
@@ -55,12 +56,15 @@ class _Games:
         img_width: int = 84,
         stack_num: int = 4,
         maxpool: bool = False,
+        life_reset: bool = False,
+        stack_pad: str = "zeros",
     ) -> None:
         ale_py = require("ale_py", "fxrl.envs.atari(driver='fxrl')")
         spaces = require("gymnasium.spaces", "fxrl.envs.atari(driver='fxrl')")
         self.path = str(ale_py.roms.get_rom_path(rom))
         self.num_envs, self.frameskip, self.noop_max = num_envs, frameskip, noop_max
         self.max_frames, self.maxpool = max_num_frames_per_episode, maxpool
+        self.life_reset, self.stack_pad = life_reset, stack_pad
         self.games = []
         for _ in range(num_envs):
             ale = ale_py.ALEInterface()
@@ -81,6 +85,8 @@ class _Games:
         shape = (height, width, 3) if raw else (stack_num, img_height, img_width)
         self.stack = torch.zeros((num_envs, *shape), dtype=torch.uint8)
         self.frames = np.zeros(num_envs, dtype=np.int64)  # emulator frames since the start
+        self.lives = np.zeros(num_envs, dtype=np.int32)  # after the last step
+        self.fresh = np.ones(num_envs, dtype=bool)  # stacks (re)started, no frame on them yet
         self.rngs = [np.random.default_rng(i) for i in range(num_envs)]
         self.single_observation_space = spaces.Box(0, 255, shape, dtype=np.uint8)
         self.single_action_space = spaces.Discrete(len(actions))
@@ -118,16 +124,29 @@ class _Games:
                 ale.act(self.noop)
                 if ale.game_over(with_truncation=False):
                     ale.reset_game()
-        if self.fire:
+        ended = True
+        if self.fire:  # the screens of a step: with maxpool, the brighter of its last two
             for action in (self.actions[1], self.actions[2]):
                 self.frames[i] = 0
-                if self._act(i, action, self.frameskip)[1]:
+                ended = self._act(i, action, self.frameskip)[1]
+                if ended:
                     ale.reset_game()
+        if ended:  # a reset or a NOOP frame: one screen
+            self._grab(i, 1)
+            self.screens[i, 0] = self.screens[i, 1]
         self.frames[i] = 0
-        self._grab(i, 1)
-        self.screens[i, 0] = self.screens[i, 1]
-        self.stack[i] = 0
+        self.stack[i], self.fresh[i] = 0, True
+        self.lives[i] = ale.lives()
 
+    def _after_life(self, i: int) -> None:
+        """Game ``i`` lost a life but goes on: CleanRL's EpisodicLifeEnv steps on with a
+        NOOP step, then its FireResetEnv takes a FIRE step and a step of action 2, none
+        seen by the agent (their rewards are not counted); the stack starts again. A game
+        that ends in them stays over, and the next step reports it."""
+        for action in (self.noop, *((self.actions[1], self.actions[2]) if self.fire else ())):
+            if self._act(i, action, self.frameskip)[1] or self.frames[i] >= self.max_frames:
+                break
+        self.stack[i], self.fresh[i] = 0, True
     def _push(self, which: np.ndarray) -> None:
         """The current screens of games ``which`` resized onto their stacks (or, raw,
         as they are)."""
@@ -135,10 +154,16 @@ class _Games:
         screen = shown.max(1) if self.maxpool else shown[:, 1]
         if self.raw:
             self.stack[rows] = torch.from_numpy(screen)
+            self.fresh[which] = False
             return
-        small = self.resize(torch.from_numpy(screen))
+        small = self.resize(torch.from_numpy(screen)).unsqueeze(1)
         stack = self.stack[rows]
-        self.stack[rows] = torch.cat([stack[:, 1:], small.unsqueeze(1)], 1)
+        pushed = torch.cat([stack[:, 1:], small], 1)
+        if self.stack_pad == "repeat":  # a (re)started stack: its first frame repeated
+            fresh = torch.from_numpy(self.fresh[which]).view(-1, 1, 1, 1)
+            pushed = torch.where(fresh, small.expand_as(stack), pushed)
+        self.stack[rows] = pushed
+        self.fresh[which] = False
 
     # ------------------------------------------------------------------- vector env API
 
@@ -170,9 +195,14 @@ class _Games:
             reward[i], terminated[i] = self._act(i, self.actions[int(actions[i])], self.frameskip)
         truncated = (self.frames >= self.max_frames) & ~terminated
         lives = np.array([ale.lives() for ale in self.games], dtype=np.int32)
+        done = terminated | truncated
+        lost = (lives < self.lives) & ~done
+        self.lives = lives.copy()
+        if self.life_reset:
+            for i in np.flatnonzero(lost):
+                self._after_life(int(i))
         self._push(np.ones(n, dtype=bool))
         info: dict[str, Any] = {"lives": lives}
-        done = terminated | truncated
         if done.any():
             info = {**info, "final_obs": self.stack.numpy().copy(), "_final_obs": done}
             for i in np.flatnonzero(done):
@@ -194,4 +224,13 @@ def games_settings(kwargs: dict[str, Any], raw: bool, call: str) -> dict[str, An
             f"{call}): unknown arguments {sorted(unknown)} for driver='fxrl'"
             f"{' with raw screens' if raw else ''}; it takes {sorted(takes)}."
         )
+    pad = kwargs.get("stack_pad", "zeros")
+    if pad not in _PADS:
+        raise ValueError(
+            f"{call}): stack_pad must be 'zeros' (zeros before a stack's first frame, as "
+            f"ale-py's vector env) or 'repeat' (its first frame repeated, as "
+            f"fxrl.transforms.frame_stack and gymnasium's FrameStackObservation), got {pad!r}."
+        )
+    if not isinstance(kwargs.get("life_reset", False), bool):
+        raise ValueError(f"{call}): life_reset must be True or False, got {kwargs['life_reset']!r}.")
     return {**kwargs, "raw": raw}

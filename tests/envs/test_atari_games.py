@@ -117,6 +117,10 @@ def test_maxpool_takes_the_brighter_of_the_last_two_frames():
         ({"driver": "fxrl", "preprocess": "ale", "num_envs": 0}, "num_envs must be a positive"),
         ({"driver": "fxrl", "preprocess": "ale", "episodic_life": True}, "no episodic_life"),
         ({"driver": "fxrl", "preprocess": "ale", "grayscale": False}, "unknown arguments"),
+        ({"driver": "fxrl", "preprocess": "ale", "stack_pad": "first"}, "stack_pad must be"),
+        ({"driver": "fxrl", "preprocess": "ale", "life_reset": 1}, "life_reset must be True"),
+        ({"preprocess": "ale", "life_reset": True}, "life_reset is a setting of fxrl's loop"),
+        ({"driver": "fxrl", "stack_pad": "repeat"}, "with raw screens"),
     ],
 )
 def test_bad_driver_arguments_say_what_to_give(kwargs, words):
@@ -166,3 +170,59 @@ def test_the_driver_is_an_ale_py_loop_of_the_games_minimal_action_set():
     assert env.action_spec.n == 4 and tuple(env.observation_spec.shape) == (4, 84, 84)
     assert "driver='fxrl'" in repr(env)
     env.close()
+
+
+def test_life_reset_and_repeat_padding_are_cleanrls_wrappers_step_for_step():
+    # CleanRL's ppo_atari.py takes these wrappers from Stable-Baselines3: MaxAndSkipEnv(4),
+    # EpisodicLifeEnv (a lost life ends the agent's episode; its reset takes a NOOP step),
+    # FireResetEnv (a FIRE step and an action-2 step at each reset), then a stack of 4
+    # that starts with its first frame repeated. The driver with maxpool, life_reset and
+    # stack_pad="repeat" must give the same rewards, ends (a game over, or a lost life as
+    # the agent sees it), emulator frame counts and frames (ALE's grey screen, resized as
+    # ale-py resizes) on every step.
+    import gymnasium
+    from stable_baselines3.common.atari_wrappers import (
+        EpisodicLifeEnv,
+        FireResetEnv,
+        MaxAndSkipEnv,
+    )
+
+    from fxrl.envs.atari_vector import AreaResize
+
+    gymnasium.register_envs(ale_py)
+    ref = gymnasium.make("ALE/Breakout-v5", frameskip=1, repeat_action_probability=0.0,
+                         obs_type="grayscale")  # fmt: skip
+    ref = FireResetEnv(EpisodicLifeEnv(MaxAndSkipEnv(ref, skip=4)))
+    resize = AreaResize((210, 160), (84, 84))
+    frames: list[torch.Tensor] = []
+
+    def ref_stack(screen: np.ndarray, fresh: bool) -> torch.Tensor:
+        small = resize(torch.from_numpy(screen)[None])[0]
+        frames[:] = [small] * 4 if fresh else [*frames[1:], small]
+        return torch.stack(frames)
+
+    ours = envs.atari("Breakout", num_envs=1, driver="fxrl", preprocess="ale", fire_reset=True,
+                      repeat_action_probability=0.0, maxpool=True, life_reset=True,
+                      stack_pad="repeat")  # fmt: skip
+    ale = ours.gymnasium_env.games[0]
+    obs, _ = ref.reset(seed=0)
+    state, ts = ours.reset(random.key(0))
+    assert torch.equal(ts.obs[0], ref_stack(obs, True))
+    lives, seen = 5, {"lost": 0, "over": 0}
+    for a in random.randint(random.key(3), (3000,), 0, 4).tolist():
+        obs, reward, term, trunc, _ = ref.step(a)
+        state, ts = ours.step(state, torch.tensor([a]))
+        over = bool(ts.terminated[0] | ts.truncated[0])
+        lost = int(ts.info["lives"][0]) < lives and not over
+        lives = 5 if over else int(ts.info["lives"][0])
+        assert float(ts.reward[0]) == reward
+        assert (over or lost) == (term or trunc)
+        if not (term or trunc):
+            assert torch.equal(ts.obs[0], ref_stack(obs, False))
+        else:
+            seen["over" if over else "lost"] += 1
+            obs, _ = ref.reset()
+            assert torch.equal(ts.info["next_obs"][0], ref_stack(obs, True))
+        assert ale.getEpisodeFrameNumber() == ref.unwrapped.ale.getEpisodeFrameNumber()
+    assert seen["lost"] >= 8 and seen["over"] >= 2  # both kinds of reset were replayed
+    ours.close(), ref.close()
