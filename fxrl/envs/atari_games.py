@@ -232,5 +232,6 @@ def games_settings(kwargs: dict[str, Any], raw: bool, call: str) -> dict[str, An
             f"fxrl.transforms.frame_stack and gymnasium's FrameStackObservation), got {pad!r}."
         )
     if not isinstance(kwargs.get("life_reset", False), bool):
-        raise ValueError(f"{call}): life_reset must be True or False, got {kwargs['life_reset']!r}.")
+        shown = kwargs["life_reset"]
+        raise ValueError(f"{call}): life_reset must be True or False, got {shown!r}.")
     return {**kwargs, "raw": raw}
