@@ -349,7 +349,14 @@ def curves(a: argparse.Namespace, common: dict) -> None:
                 for u in range(1, updates):
                     fx.run(1)
                     if u % a.log_every == 0:
-                        _log(f"fxrl seed {seed}: update {u + 1}/{updates}")
+                        last = [m for m in fx.metrics[-a.log_every :] if int(m["episodes"])]
+                        games = sum(int(m["episodes"]) for m in last)
+                        points = sum(int(m["episodes"]) * float(m["episode_return"]) for m in last)
+                        mean = f"{points / games:.2f}" if games else "-"
+                        _log(
+                            f"fxrl seed {seed}: update {u + 1}/{updates}; the last "
+                            f"{a.log_every} updates: {games} games, mean return {mean}"
+                        )
                 run_s = time.perf_counter() - t1
                 summary["steps_per_s"] = round((updates - 1) * batch / run_s, 1)
                 per = [(int(m["episodes"]), float(m["episode_return"])) for m in fx.metrics]
