@@ -28,18 +28,17 @@ one line.
 ``NoFrameskip`` dynamics (no sticky actions), 4 frames per step, a game started as
 CleanRL's wrappers start it (1..30 NOOP frames, then a FIRE step and a step of action 2
 for games that need FIRE, unseen by the agent), a lost life ends the learning episode
-(episodic life: ``terminated`` for learning, the game goes on), rewards clipped to their
-sign for learning, 84x84 grey frames stacked by 4: observations uint8 [4, 84, 84]. The
-games run in fxrl's own loop of ALE games (``fxrl.envs.atari(..., driver="fxrl")``), not
-in ale-py's C++ vector env, whose game starts (FIRE for one frame, then up to 28 NOOP
-frames; or no no-ops at all) PPO learnt Breakout badly from
-(``docs/results/atari_env_bisect.jsonl``). Three differences from CleanRL: no max over
-the last two frames of a step, so that an exported policy that takes raw screens and
-preprocesses them itself (``atari_screen``) sees exactly what training saw; after a lost
-life the agent presses FIRE itself (CleanRL's ``EpisodicLifeEnv`` and ``FireResetEnv``
-take a NOOP, a FIRE and an action-2 step it does not see), so the driver only counts
-lives; and the frame stack holds zeros before a game's first frame and runs on through a
-lost life (CleanRL's repeats the first frame, at a game start and after each lost life).
+(episodic life: ``terminated`` for learning, the game goes on after a NOOP step and, for
+those games, a FIRE step and a step of action 2, unseen, as CleanRL's ``EpisodicLifeEnv``
+and ``FireResetEnv`` take them), rewards clipped to their sign for learning, 84x84 grey
+frames stacked by 4, the stack starting with its first frame repeated at a game start
+and after a lost life: observations uint8 [4, 84, 84]. The games run in fxrl's own loop
+of ALE games (``fxrl.envs.atari(..., driver="fxrl", life_reset=True,
+stack_pad="repeat")``), not in ale-py's C++ vector env, whose game starts (FIRE for one
+frame, then up to 28 NOOP frames; or no no-ops at all) PPO learnt Breakout badly from
+(``docs/results/atari_env_bisect.jsonl``). One difference from CleanRL: no max over the
+last two frames of a step, so that an exported policy that takes raw screens and
+preprocesses them itself (``atari_screen``) sees the frames training saw.
 Reported returns are those of whole games, unclipped.
 """
 

@@ -187,7 +187,10 @@ def export_run(
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"seed": seed, "checkpoint": checkpoint_name, "steps": meta["steps"], "format": format}
     if env_id.startswith("ale:"):
-        record["input"] = "the last 4 raw screens [B, 4, 210, 160, 3] uint8, oldest first"
+        record["input"] = (
+            "the last 4 raw screens [B, 4, 210, 160, 3] uint8, oldest first; at a game's "
+            "start (and after a lost life, as in training) its first screen repeated"
+        )
     # written beside `path` and renamed over it: a failed write (a full disk) leaves the
     # file there was as it was and raises WriteError
     with written_atomically(path) as tmp:
