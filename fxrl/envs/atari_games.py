@@ -147,23 +147,28 @@ class _Games:
             if self._act(i, action, self.frameskip)[1] or self.frames[i] >= self.max_frames:
                 break
         self.stack[i], self.fresh[i] = 0, True
+
     def _push(self, which: np.ndarray) -> None:
         """The current screens of games ``which`` resized onto their stacks (or, raw,
-        as they are)."""
-        shown, rows = self.screens[which], torch.from_numpy(which)
-        screen = shown.max(1) if self.maxpool else shown[:, 1]
-        if self.raw:
-            self.stack[rows] = torch.from_numpy(screen)
-            self.fresh[which] = False
-            return
-        small = self.resize(torch.from_numpy(screen)).unsqueeze(1)
-        stack = self.stack[rows]
-        pushed = torch.cat([stack[:, 1:], small], 1)
-        if self.stack_pad == "repeat":  # a (re)started stack: its first frame repeated
-            fresh = torch.from_numpy(self.fresh[which]).view(-1, 1, 1, 1)
-            pushed = torch.where(fresh, small.expand_as(stack), pushed)
-        self.stack[rows] = pushed
+        as they are); a stack just (re)started gets zeros or, ``stack_pad="repeat"``, its
+        first frame behind the new one."""
+        every = bool(which.all())  # each step pushes every game: no gathers then
+        index = torch.from_numpy(np.flatnonzero(which))
+        shown = self.screens if every else self.screens[which]
+        screen = torch.from_numpy(shown.max(1) if self.maxpool else shown[:, 1])
+        fresh = self.fresh[which]
         self.fresh[which] = False
+        if self.raw:
+            self.stack[index] = screen
+            return
+        small = self.resize.gathered(screen).unsqueeze(1)  # [k, 1, h, w]
+        if every:
+            self.stack = torch.cat([self.stack[:, 1:], small], 1)
+        else:
+            self.stack[index] = torch.cat([self.stack[index, 1:], small], 1)
+        if self.stack_pad == "repeat" and fresh.any():
+            rows = torch.from_numpy(np.flatnonzero(fresh))
+            self.stack[index[rows]] = small[rows].expand(-1, self.stack.shape[1], -1, -1)
 
     # ------------------------------------------------------------------- vector env API
 

@@ -127,6 +127,14 @@ def _area_weights(n_in: int, n_out: int) -> torch.Tensor:
     return overlap.clamp(min=0) / scale
 
 
+def _taps(weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[n_out, n_in] weights as ``(index [n_out * k], weight [n_out, k])``: the ``k``
+    source pixels each output pixel reads (zero weights pad rows that read fewer)."""
+    k = int((weights != 0).sum(1).max())
+    weight, index = weights.topk(k, dim=1, sorted=False)
+    return index.flatten(), weight
+
+
 class AreaResize:
     """uint8 grey frames ``[..., H, W]`` -> ``[..., height, width]`` averaged by area and
     rounded half to even, in exact arithmetic: each share of
@@ -141,6 +149,22 @@ class AreaResize:
         dtype = torch.float32 if 255 * self.denominator < 2**24 else torch.float64
         self.rows = (_area_weights(in_h, h) * in_h).round().to(dtype)
         self.cols = (_area_weights(in_w, w) * in_w).round().T.contiguous().to(dtype)
+        self._taps = _taps(self.rows)  # for gathered()
+
+    def gathered(self, frames: torch.Tensor) -> torch.Tensor:
+        """``self(frames)``, the same numbers, for eager frames [N, H, W] on the host: each
+        output row as the weighted sum of the few source rows it overlaps (``taps``
+        gathered rows, not a dense matmul that is mostly zeros), then the columns by one
+        matmul of all N frames' rows."""
+        index, weight = self._taps
+        h, w = self.size
+        taps = weight.shape[1]
+        x = frames.index_select(-2, index).to(weight.dtype).unflatten(-2, (h, taps))
+        rows = x[..., 0, :] * weight[:, :1]
+        for k in range(1, taps):
+            rows = rows + x[..., k, :] * weight[:, k : k + 1]
+        total = (rows.flatten(0, -2) @ self.cols).view(*frames.shape[:-2], h, w)
+        return torch.round(total.double() / self.denominator).to(torch.uint8)
 
     def __call__(self, frames: torch.Tensor) -> torch.Tensor:
         rows, cols = self.rows.to(frames.device), self.cols.to(frames.device)

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 import torch
 from ale_py.vector_env import AtariVectorEnv
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fxrl import envs, random
 from fxrl import transforms as T
@@ -210,3 +212,22 @@ def test_atari_screen_works_on_the_screens_device_whatever_the_default_device(ra
     finally:
         torch.set_default_device(None)
     assert got.device == raw_screens.device and torch.equal(got, want)
+
+
+@settings(deadline=None)
+@given(
+    st.integers(1, 4),
+    st.sampled_from([((210, 160), (84, 84)), ((250, 160), (84, 84)), ((210, 160), (64, 48))]),
+    st.integers(0, 2**31 - 1),
+    st.sampled_from([256, 2]),
+)
+def test_the_gathered_area_resize_is_the_matmul_one_pixel_for_pixel(n, sizes, seed, levels):
+    # the host driver's resize (a few gathered rows per output row) must give the numbers
+    # the matmul form (atari_screen's, exported) gives; 2 levels (0 and 255) make ties
+    from fxrl.envs.atari_vector import AreaResize
+
+    resize = AreaResize(*sizes)
+    g = torch.Generator().manual_seed(seed)
+    frames = torch.randint(0, levels, (n, *sizes[0]), generator=g)
+    frames = (frames * (255 // (levels - 1))).to(torch.uint8)
+    assert torch.equal(resize.gathered(frames), resize(frames))
