@@ -191,6 +191,12 @@ def export_run(
             "the last 4 raw screens [B, 4, 210, 160, 3] uint8, oldest first; at a game's "
             "start (and after a lost life, as in training) its first screen repeated"
         )
+        record["game"] = (
+            "as in training: 4 frames a step, no sticky actions; after a lost life and at a "
+            "game's start, the game takes a NOOP step (after a lost life), then FIRE and "
+            "action 2 for games that need FIRE, before the policy acts (CleanRL's wrappers): "
+            "the policy was never taught to press FIRE there itself"
+        )
     # written beside `path` and renamed over it: a failed write (a full disk) leaves the
     # file there was as it was and raises WriteError
     with written_atomically(path) as tmp:

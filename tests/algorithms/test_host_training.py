@@ -213,6 +213,7 @@ def test_ppo_on_atari_from_pixels_trains_and_exports_a_raw_screen_policy(tmp_pat
     path = export_run(tmp_path / "run", "onnx")
     record = json.loads(path.with_name(path.name + ".json").read_text())
     assert record["input"].startswith("the last 4 raw screens")
+    assert "never taught to press FIRE" in record["game"]  # how the game must be driven
     _, algo, state, _ = load_run(tmp_path / "run", record["checkpoint"])
     params = seed_params(state, 0)
     # raw screens of the game (the training dynamics), the last 4 stacked
