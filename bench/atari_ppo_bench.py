@@ -284,6 +284,15 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
     os.replace(tmp, path)
 
 
+def games_mean(updates: list[dict]) -> tuple[int, float | None]:
+    """The games that ended in ``updates`` (rows or metrics with ``episodes`` and
+    ``episode_return``) and their mean return; None where none ended."""
+    ended = [m for m in updates if int(m["episodes"])]
+    games = sum(int(m["episodes"]) for m in ended)
+    points = sum(int(m["episodes"]) * float(m["episode_return"]) for m in ended)
+    return games, points / games if games else None
+
+
 def plot_curves(rows: list[dict], path: Path, title: str) -> None:
     """Each run's return against frames, a running mean over the last 20 updates'
     games; fxrl blue, CleanRL orange, one line style per seed."""
@@ -301,11 +310,10 @@ def plot_curves(rows: list[dict], path: Path, title: str) -> None:
         mine = [r for r in rows if "update" in r and (r["impl"], r["seed"]) == (impl, seed)]
         xs, ys = [], []
         for i, r in enumerate(mine):
-            last = [m for m in mine[max(0, i - 19) : i + 1] if m["episodes"]]
-            games = sum(m["episodes"] for m in last)
+            games, mean = games_mean(mine[max(0, i - 19) : i + 1])
             if games:
                 xs.append(r["frames"])
-                ys.append(sum(m["episode_return"] * m["episodes"] for m in last) / games)
+                ys.append(mean)
         color = {"fxrl": "tab:blue", "cleanrl": "tab:orange"}[impl]
         label = {"fxrl": "fxrl (ale:Breakout)", "cleanrl": "CleanRL ppo_atari.py"}[impl]
         seeds = sorted({s for i, s in runs if i == impl})
@@ -349,13 +357,11 @@ def curves(a: argparse.Namespace, common: dict) -> None:
                 for u in range(1, updates):
                     fx.run(1)
                     if u % a.log_every == 0:
-                        last = [m for m in fx.metrics[-a.log_every :] if int(m["episodes"])]
-                        games = sum(int(m["episodes"]) for m in last)
-                        points = sum(int(m["episodes"]) * float(m["episode_return"]) for m in last)
-                        mean = f"{points / games:.2f}" if games else "-"
+                        games, mean = games_mean(fx.metrics[-a.log_every :])
+                        shown = "-" if mean is None else f"{mean:.2f}"
                         _log(
                             f"fxrl seed {seed}: update {u + 1}/{updates}; the last "
-                            f"{a.log_every} updates: {games} games, mean return {mean}"
+                            f"{a.log_every} updates: {games} games, mean return {shown}"
                         )
                 run_s = time.perf_counter() - t1
                 summary["steps_per_s"] = round((updates - 1) * batch / run_s, 1)

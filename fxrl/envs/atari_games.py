@@ -76,7 +76,8 @@ class _Games:
         actions = ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet()
         self.actions = list(actions)
         # CleanRL's FireResetEnv: games whose action 1 is FIRE and that have an action 2
-        self.fire = fire_reset and len(actions) >= 3 and actions[1] == ale_py.Action.FIRE
+        fire = fire_reset and len(actions) >= 3 and actions[1] == ale_py.Action.FIRE
+        self.fire_steps = (actions[1], actions[2]) if fire else ()  # FireResetEnv's steps
         self.noop = ale_py.Action.NOOP
         height, width = ale.getScreenDims()
         self.raw = raw  # raw RGB screens [N, H, W, 3], else stacks of grey 84x84 frames
@@ -125,12 +126,11 @@ class _Games:
                 if ale.game_over(with_truncation=False):
                     ale.reset_game()
         ended = True
-        if self.fire:  # the screens of a step: with maxpool, the brighter of its last two
-            for action in (self.actions[1], self.actions[2]):
-                self.frames[i] = 0
-                ended = self._act(i, action, self.frameskip)[1]
-                if ended:
-                    ale.reset_game()
+        for action in self.fire_steps:  # a step's screens: maxpool's two, or the last
+            self.frames[i] = 0
+            ended = self._act(i, action, self.frameskip)[1]
+            if ended:
+                ale.reset_game()
         if ended:  # a reset or a NOOP frame: one screen
             self._grab(i, 1)
             self.screens[i, 0] = self.screens[i, 1]
@@ -143,7 +143,7 @@ class _Games:
         NOOP step, then its FireResetEnv takes a FIRE step and a step of action 2, none
         seen by the agent (their rewards are not counted); the stack starts again. A game
         that ends in them stays over, and the next step reports it."""
-        for action in (self.noop, *((self.actions[1], self.actions[2]) if self.fire else ())):
+        for action in (self.noop, *self.fire_steps):
             if self._act(i, action, self.frameskip)[1] or self.frames[i] >= self.max_frames:
                 break
         self.stack[i], self.fresh[i] = 0, True

@@ -163,12 +163,14 @@ class AreaResize:
         rows = x[..., 0, :] * weight[:, :1]
         for k in range(1, taps):
             rows = rows + x[..., k, :] * weight[:, k : k + 1]
-        total = (rows.flatten(0, -2) @ self.cols).view(*frames.shape[:-2], h, w)
-        return torch.round(total.double() / self.denominator).to(torch.uint8)
+        return self._rounded((rows.flatten(0, -2) @ self.cols).view(*frames.shape[:-2], h, w))
 
     def __call__(self, frames: torch.Tensor) -> torch.Tensor:
         rows, cols = self.rows.to(frames.device), self.cols.to(frames.device)
         total = rows @ frames.to(rows.dtype) @ cols  # exact integers
+        return self._rounded(total)
+
+    def _rounded(self, total: torch.Tensor) -> torch.Tensor:
         # total / H*W in float64 is the nearest double to the true quotient, so a tie
         # (k + 1/2, exact in binary) comes out exact and nothing else lands on one:
         # torch.round then rounds ties half to even, as OpenCV does

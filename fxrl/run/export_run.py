@@ -192,10 +192,10 @@ def export_run(
             "start (and after a lost life, as in training) its first screen repeated"
         )
         record["game"] = (
-            "as in training: 4 frames a step, no sticky actions; after a lost life and at a "
-            "game's start, the game takes a NOOP step (after a lost life), then FIRE and "
-            "action 2 for games that need FIRE, before the policy acts (CleanRL's wrappers): "
-            "the policy was never taught to press FIRE there itself"
+            "as in training (CleanRL's wrappers): 4 frames a step, no sticky actions; a "
+            "game starts with 1 to 30 NOOP frames, a lost life is followed by a NOOP step, "
+            "and both by a FIRE step and an action-2 step for games that need FIRE, before "
+            "the policy acts: the policy was never taught to press FIRE there itself"
         )
     # written beside `path` and renamed over it: a failed write (a full disk) leaves the
     # file there was as it was and raises WriteError
