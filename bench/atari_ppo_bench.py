@@ -28,8 +28,10 @@ lines). Rows: per contender the median env steps/s over rounds with min and max
 its start, env reset and first iteration included); ratios ``fxrl_<n>seed(s)/cleanrl``:
 median, min and max of the per-round ratios. fxrl's seeds (``--seeds 1,8``) run vmapped,
 ``n x 8`` envs; its rate counts the env steps of all seeds. fxrl steps its games one
-after another in Python, as CleanRL's SyncVectorEnv does; torch runs on ``--threads`` on
-both sides.
+after another in Python, as CleanRL's SyncVectorEnv does, but in two processes (``ale:``
+ids split the games over two on a machine of two cores or more, ``processes=2``: a worker
+steps half while the main process steps the rest); torch runs on ``--threads`` on both
+sides.
 
 CleanRL is not a dependency: give its ``cleanrl/ppo_atari.py`` from a checkout (with
 ``cleanrl_utils/`` beside ``cleanrl/``). It was written for gymnasium 0.29 and runs here

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -125,7 +126,9 @@ def _register_ale_ids() -> None:
 
 def make_env(env_id: str, num_envs: int, **kwargs: Any) -> Any:
     """The host vector env of ``env_id`` with ``num_envs`` envs (not started):
-    ``fxrl.envs.gym(id, num_envs)`` or ``fxrl.envs.atari(game, num_envs, **ALE_SETTINGS)``."""
+    ``fxrl.envs.gym(id, num_envs)`` or ``fxrl.envs.atari(game, num_envs, **ALE_SETTINGS)``
+    with the games split over two processes (``processes=2``) on a machine of two cores
+    or more."""
     from fxrl import envs
 
     problem = check_id(env_id)
@@ -133,7 +136,9 @@ def make_env(env_id: str, num_envs: int, **kwargs: Any) -> Any:
         raise ValueError(problem)
     prefix, name = _split(env_id)
     if prefix == "ale":
-        settings = {**ALE_SETTINGS, **kwargs}
+        # and the games split over two processes where there are two cores or more: a
+        # worker steps half of them while this process steps the rest (the same games)
+        settings = {"processes": min(2, os.cpu_count() or 1), **ALE_SETTINGS, **kwargs}
         if settings["preprocess"] is None:  # raw screens: no frame stack to pad
             settings.pop("stack_pad", None)
         return envs.atari(name, num_envs, **settings)

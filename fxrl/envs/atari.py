@@ -31,7 +31,7 @@ from torch import Tensor
 from fxrl import specs
 from fxrl._errors import unknown
 from fxrl._optional import require
-from fxrl.envs.atari_games import _Games, games_settings
+from fxrl.envs.atari_games import games_settings, make_games
 from fxrl.envs.atari_vector import AtariVector, _SameStep, atari_screen, vector_settings
 from fxrl.envs.host import HostEnv
 from fxrl.transforms.base import Transform
@@ -220,13 +220,16 @@ def atari(
       kwargs: more ``ale_py.env.AtariEnv`` arguments (``mode``, ``difficulty``...); with
         ale-py's vector env: ``img_height``, ``img_width``, ``grayscale``, ``stack_num``,
         ``maxpool``, ``num_threads``; with ``driver="fxrl"``: ``img_height``,
-        ``img_width``, ``stack_num``, ``maxpool`` and two of its own:
+        ``img_width``, ``stack_num``, ``maxpool`` and three of its own:
         ``life_reset=True`` steps on after a lost life as CleanRL's ``EpisodicLifeEnv``
         and ``FireResetEnv`` do (a NOOP step, then with ``fire_reset`` a FIRE step and
         a step of action 2, unseen by the agent) and starts the frame stack again;
         ``stack_pad`` is what a stack holds before its first frame: ``"zeros"`` (as
         ale-py's vector env) or ``"repeat"`` (the first frame, as CleanRL's and
-        ``fxrl.transforms.frame_stack``).
+        ``fxrl.transforms.frame_stack``); ``processes=k`` splits the games over up to
+        ``k`` processes (this one and ``k - 1`` spawned workers, which step and resize
+        their share while this one steps its own): the same games and results, bit for
+        bit, in less time where a core would otherwise sit idle.
     Returns:
       A ``HostEnv``; its TimeSteps report ``info["lives"]``.
     """
@@ -234,7 +237,7 @@ def atari(
     if not isinstance(noop_reset, int) or noop_reset < 0:
         raise ValueError(f"fxrl.envs.atari: noop_reset must be an int >= 0, got {noop_reset!r}.")
     # settings of fxrl's own loop of games only (fxrl.envs.atari_games)
-    fxrl_only = {k: kwargs.pop(k) for k in ("life_reset", "stack_pad") if k in kwargs}
+    fxrl_only = {k: kwargs.pop(k) for k in ("life_reset", "stack_pad", "processes") if k in kwargs}
     settings = {
         "frameskip": frameskip,
         "repeat_action_probability": repeat_action_probability,
@@ -297,7 +300,7 @@ def atari(
         call = f"fxrl.envs.atari({', '.join(shown)}"
         if driver == "fxrl":
             frames = games_settings({**kwargs, **fxrl_only}, preprocess is None, call)
-            return AtariVector(num_envs, call, lambda: _Games(
+            return AtariVector(num_envs, call, lambda: make_games(
                 rom,
                 num_envs,
                 frameskip=frameskip,

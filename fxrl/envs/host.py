@@ -43,7 +43,9 @@ class HostEnvError(RuntimeError):
 def _failure(env: HostEnv, method: str, e: BaseException) -> HostEnvError:
     cause = " ".join(str(e).split())
     cause = f"{type(e).__name__}: {cause[:300]}" if cause else type(e).__name__
-    if isinstance(e, EOFError | BrokenPipeError | ConnectionResetError):
+    if getattr(e, "fxrl_fix", None):  # an fxrl env's own worker failed: it says the fix
+        fix = e.fxrl_fix  # type: ignore[attr-defined]
+    elif isinstance(e, EOFError | BrokenPipeError | ConnectionResetError):
         fix = (
             "A worker process of its vector env died (killed, or out of memory); build it "
             "with asynchronous=False to see the env's own error"

@@ -1,6 +1,9 @@
 """fxrl.envs.atari(game, num_envs=N, driver="fxrl"): fxrl's own loop of ALE games,
 checked against ale-py's C++ vector env, fxrl's atari_screen and CleanRL's game starts."""
 
+import subprocess
+import sys
+
 import ale_py
 import numpy as np
 import pytest
@@ -8,6 +11,7 @@ import torch
 
 from fxrl import envs, random
 from fxrl.envs.atari import atari_screen
+from fxrl.envs.host import HostEnvError
 
 FRAMES = {"repeat_action_probability": 0.0, "frameskip": 4, "maxpool": False}
 
@@ -121,6 +125,8 @@ def test_maxpool_takes_the_brighter_of_the_last_two_frames():
         ({"driver": "fxrl", "preprocess": "ale", "life_reset": 1}, "life_reset must be True"),
         ({"preprocess": "ale", "life_reset": True}, "life_reset is a setting of fxrl's loop"),
         ({"driver": "fxrl", "stack_pad": "repeat"}, "with raw screens"),
+        ({"driver": "fxrl", "preprocess": "ale", "processes": 0}, "processes must be an int"),
+        ({"processes": 2}, "processes is a setting of fxrl's loop"),
     ],
 )
 def test_bad_driver_arguments_say_what_to_give(kwargs, words):
@@ -226,3 +232,69 @@ def test_life_reset_and_repeat_padding_are_cleanrls_wrappers_step_for_step():
         assert ale.getEpisodeFrameNumber() == ref.unwrapped.ale.getEpisodeFrameNumber()
     assert seen["lost"] >= 8 and seen["over"] >= 2  # both kinds of reset were replayed
     ours.close(), ref.close()
+
+
+@pytest.mark.parametrize("preprocess", ["ale", None])
+def test_games_split_over_processes_are_the_games_of_one_process_bit_for_bit(preprocess):
+    # 5 games over 3 processes (shares of 2, 2 and 1): every game keeps its seed, its
+    # no-op draws and its frames, so rewards, ends, lives, frames and the final frames of
+    # ended games are those of one process; game overs, truncations and lost lives occur
+    kw = {**FRAMES, "max_num_frames_per_episode": 600, "noop_reset": 30, "fire_reset": True}
+    if preprocess:
+        kw = {**kw, "preprocess": preprocess, "life_reset": True, "stack_pad": "repeat"}
+    one = envs.atari("Breakout", num_envs=5, driver="fxrl", **kw)
+    split = envs.atari("Breakout", num_envs=5, driver="fxrl", processes=3, **kw)
+    assert split.gymnasium_env.sizes == [2, 2, 1]
+    (s1, t1), (s2, t2) = one.reset(random.key(3)), split.reset(random.key(3))
+    assert torch.equal(t1.obs, t2.obs)
+    seen = {"terminated": 0, "truncated": 0, "lost": 0}
+    for a in random.randint(random.key(4), (400, 5), 0, 4):
+        lives = t1.info["lives"]
+        (s1, t1), (s2, t2) = one.step(s1, a), split.step(s2, a)
+        for field in ("obs", "reward", "terminated", "truncated"):
+            assert torch.equal(getattr(t1, field), getattr(t2, field)), field
+        assert t1.info.keys() == t2.info.keys()
+        for k in t1.info:
+            assert torch.equal(t1.info[k], t2.info[k]), k
+        seen["terminated"] += int(t1.terminated.sum())
+        seen["truncated"] += int(t1.truncated.sum())
+        seen["lost"] += int((t1.info["lives"] < lives).sum())
+    assert all(seen.values()), seen
+    # an int seed is one per game (seed + i) in both
+    (s1, t1), (s2, t2) = one.reset(random.key(5)), split.reset(random.key(5))
+    assert torch.equal(t1.obs, t2.obs)
+    one.close(), split.close()
+    assert split.gymnasium_env.workers == []  # the workers were stopped
+
+
+def test_a_split_env_reports_a_worker_that_died_in_one_line():
+    env = envs.atari("Breakout", num_envs=2, driver="fxrl", preprocess="ale", processes=2)
+    state, _ = env.reset(random.key(0))
+    worker = env.gymnasium_env.workers[0].process
+    worker.kill()
+    worker.wait()
+    with pytest.raises(HostEnvError, match=r"worker process .* exited .* processes=1") as info:
+        env.step(state, torch.tensor([1, 1]))
+    assert "\n" not in str(info.value)
+    env.close()
+
+
+def test_a_split_env_works_in_a_script_without_a_main_guard(tmp_path):
+    # multiprocessing's spawn would import the script again in the worker and build the
+    # env there too; the worker is a fresh Python that imports only fxrl
+    script = tmp_path / "play.py"
+    script.write_text(
+        "import torch\n"
+        "from fxrl import envs, random\n"
+        "env = envs.atari('Breakout', num_envs=3, driver='fxrl', preprocess='ale', processes=2)\n"
+        "state, ts = env.reset(random.key(0))\n"
+        "for _ in range(5):\n"
+        "    state, ts = env.step(state, torch.tensor([1, 2, 3]))\n"
+        "print('games', env.gymnasium_env.sizes, tuple(ts.obs.shape))\n"
+        "env.close()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "games [2, 1] (3, 4, 84, 84)" in done.stdout
