@@ -143,28 +143,25 @@ def test_from_minatar_names_what_it_expected():
 
 
 class Program:
-    """One game's envs stepped by one fxrl.compile program: a batch of bare games (for the
-    random-policy statistics) and 8 envs as ``make`` builds them (auto-reset, time limit,
-    episode stats). Actions come from a seeded numpy generator (test code)."""
+    """One game's envs as ``make`` builds them (auto-reset, time limit, episode stats),
+    batched and stepped by one fxrl.compile program, as many as the random-policy
+    statistics take. The time limit is lifted past any random-policy game, so each env's
+    first episode is a whole game, as the package plays it. Actions come from a seeded
+    numpy generator (test code)."""
 
     def __init__(self, id):
-        self.batches = {
-            "bare": envs.batch(bare(id), EPISODES.get(id, DEFAULT_EPISODES)[0]),
-            "make": envs.batch(envs.make(id), 8),
-        }
-        self.compiled = fxrl.compile(self.step)
-        keys = random.split(random.key(7), 2)
-        self.start = {
-            n: b.reset(k)[0] for k, (n, b) in zip(keys, self.batches.items(), strict=True)
-        }
-
-    def step(self, states, actions):
-        return {n: self.batches[n].step(states[n], actions[n]) for n in states}
+        self.batch = envs.batch(
+            envs.make(id, max_steps=NO_LIMIT), EPISODES.get(id, DEFAULT_EPISODES)[0]
+        )
+        self.compiled = fxrl.compile(self.batch.step)
+        self.start = self.batch.reset(random.key(7))[0]
 
     def actions(self, rng):
-        return {
-            n: torch.from_numpy(rng.integers(0, 6, b.batch_shape)) for n, b in self.batches.items()
-        }
+        return torch.from_numpy(rng.integers(0, 6, self.batch.batch_shape))
+
+
+# a time limit no random-policy game reaches (the longest, Freeway's, is 2500 steps)
+NO_LIMIT = 10**6
 
 
 @pytest.fixture(scope="module")
@@ -180,10 +177,6 @@ def programs():
     return get
 
 
-def _unzip(results):
-    return {n: r[0] for n, r in results.items()}, {n: r[1] for n, r in results.items()}
-
-
 @pytest.mark.parametrize("id", IDS)
 def test_the_compiled_step_equals_the_eager_step(id, programs):
     program = programs(id)
@@ -191,27 +184,29 @@ def test_the_compiled_step_equals_the_eager_step(id, programs):
     rng = np.random.default_rng(0)
     for _ in range(8):
         actions = program.actions(rng)
-        states, out = _unzip(program.compiled(states, actions))
-        eager, eager_out = _unzip(program.step(eager, actions))
+        states, out = program.compiled(states, actions)
+        eager, eager_out = program.batch.step(eager, actions)
         assert_trees_close((states, out), (eager, eager_out), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("id", IDS)
 def test_random_policy_returns_and_lengths_match_the_package(id, programs):
-    # one uniformly random-policy episode per bare env (default params: sticky actions
-    # 0.1), played by the compiled program until every game is over (a finished game
-    # stays put and gives reward 0)
+    # each env's first episode under a uniformly random policy (default params: sticky
+    # actions 0.1), played by the compiled program until every env has finished one: its
+    # return and length as episode_stats reports them where it ends
     program = programs(id)
-    states, n = program.start, program.batches["bare"].num_envs
+    states, n = program.start, program.batch.num_envs
     total = torch.zeros(n, dtype=torch.float64)
     length = torch.zeros(n, dtype=torch.int64)
     done = torch.zeros(n, dtype=torch.bool)
     rng = np.random.default_rng(1)
     while not bool(done.all()):
-        states, out = _unzip(program.compiled(states, program.actions(rng)))
-        total += out["bare"].reward.double()
-        length += (~done).long()
-        done = done | out["bare"].terminated
+        states, ts = program.compiled(states, program.actions(rng))
+        assert not bool(ts.truncated.any())  # no game reaches the lifted limit
+        first = ts.terminated & ~done
+        total = torch.where(first, ts.info["episode_return"].double(), total)
+        length = torch.where(first, ts.info["episode_length"].long(), length)
+        done = done | ts.terminated
     theirs = package_episodes(id, EPISODES.get(id, DEFAULT_EPISODES)[1], seed=0)
     assert_same_distribution(f"{id} return", total.numpy(), theirs[0])
     assert_same_distribution(f"{id} length", length.numpy(), theirs[1])
