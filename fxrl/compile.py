@@ -51,6 +51,8 @@ torch internals used here, and why (the places to check on a torch upgrade):
 ``ignore_shape_env`` for static shapes); ``fxrl._cpp_wrapper_patch`` (a fix of the C++
 wrapper, torch 2.13 only); ``fxrl._codegen_patch`` (inductor's dtype-propagation
 handler built once per compile instead of once per generated op, torch 2.13 only);
+``fxrl._isa_patch`` (inductor's vector-ISA libraries probed by a subprocess once per
+inductor cache, not once per process, torch 2.13 only);
 ``torch._guards.tracing`` with a ``FakeTensorMode``/``ShapeEnv`` (the FX graph cache
 needs a tracing context);
 ``torch._C._DisableFuncTorch`` and ``torch._C._functorch`` (unwrapping an enclosing
@@ -546,7 +548,7 @@ class _Program:
         gm.recompile()
         from torch._inductor.compile_fx import compile_fx
 
-        from fxrl import _codegen_patch, _cpp_wrapper_patch
+        from fxrl import _codegen_patch, _cpp_wrapper_patch, _isa_patch
 
         # An enclosing vmap must not see inductor's passes; the tracing context gives
         # inductor's on-disk FX graph cache the shape env it needs (see _cache_context).
@@ -558,7 +560,13 @@ class _Program:
         graphed = own["fxrl.cuda_graph"] and not _writes_inputs(gm)
         cpp = options.get("cpp_wrapper")
         patch = _cpp_wrapper_patch.patched() if cpp else contextlib.nullcontext()
-        with torch._C._DisableFuncTorch(), _cache_context(), patch, _codegen_patch.patched():
+        with (
+            torch._C._DisableFuncTorch(),
+            _cache_context(),
+            patch,
+            _codegen_patch.patched(),
+            _isa_patch.patched(),
+        ):
             self.compiled = compile_fx(gm, tensors, config_patches=options, ignore_shape_env=True)
         if graphed:
             self.compiled = _CudaGraph(self.compiled)

@@ -1,0 +1,71 @@
+"""A scoped fix of inductor's CPU vector-ISA check (torch 2.13), for fxrl's compiles: each
+process once paid about 1 s to learn what an earlier one already knew.
+
+Before its first CPU kernel, each process asks which vector instruction sets
+(AVX512-VNNI, AVX512, AVX2 here) inductor can use (``cpu_vec_isa.valid_vec_isa_list``):
+for each, ``VecISA.check_build`` builds a small library into the inductor cache (once per
+cache: the file is found there afterwards) and then ``_probe_load`` starts a Python
+subprocess that only ``dlopen``s it, every time, in every process: six subprocesses and
+0.9 of the 1.1 s the check took in a warm process (cProfile, quiet 2-core AMD EPYC). The
+library's path names what it was built from (the probe code, the compiler's version, the
+ISA flags and torch's version), so a library that loaded once loads again.
+
+Inside ``patched()``, ``_probe_load`` returns True for a library beside which a marker
+file says it loaded before; otherwise it probes as inductor does and, when the library
+loads, writes the marker (whole, by rename). A library that failed to load is probed
+again each time, as before. Only on torch 2.13 (the version read for this); on any other
+``patched()`` does nothing. The generated code and the FX graph cache key are unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from fxrl._class_patch import CountedPatch
+
+PATCHED_TORCH = "2.13."  # the torch release whose inductor this was written for
+MARKER = ".fxrl-loads"  # beside the probed library: it loaded in an earlier process
+
+
+def applies() -> bool:
+    """Whether this torch is the one the patch was written for."""
+    return torch.__version__.startswith(PATCHED_TORCH)
+
+
+def _probe_once(self: Any, output_path: str) -> bool:
+    marker = output_path + MARKER
+    if os.path.isfile(marker):
+        return True
+    loads = _patch.saved["_probe_load"](self, output_path)
+    if loads:
+        with contextlib.suppress(OSError):  # no marker: the next process probes again
+            tmp = f"{marker}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write("loaded by a probe\n")
+            os.replace(tmp, marker)
+    return loads
+
+
+def _vec_isa() -> type:
+    from torch._inductor.cpu_vec_isa import VecISA
+
+    return VecISA
+
+
+_patch = CountedPatch(_vec_isa, {"_probe_load": _probe_once})
+
+
+@contextlib.contextmanager
+def patched() -> Iterator[None]:
+    """Inside this block, a vector-ISA library that loaded in an earlier process is not
+    probed again."""
+    if not applies():
+        yield
+        return
+    with _patch.applied():
+        yield
