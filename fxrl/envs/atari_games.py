@@ -305,11 +305,10 @@ class _Worker:
     of a socket pair with pickled messages; it exits when this end closes."""
 
     def __init__(self, name: str, args: tuple) -> None:
-        import fxrl
-
         self.name = name
         ours, theirs = socket.socketpair()
-        root = os.path.dirname(os.path.dirname(os.path.abspath(fxrl.__file__)))
+        # the folder fxrl is imported from (this file is fxrl/envs/atari_games.py)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (root, os.environ.get("PYTHONPATH")) if p
         )}  # fmt: skip
