@@ -29,7 +29,8 @@ its start, env reset and first iteration included); ratios ``fxrl_<n>seed(s)/cle
 median, min and max of the per-round ratios. fxrl's seeds (``--seeds 1,8``) run vmapped,
 ``n x 8`` envs; its rate counts the env steps of all seeds. fxrl steps its games one
 after another in Python, as CleanRL's SyncVectorEnv does, but in two processes (``ale:``
-ids split the games over two on a machine of two cores or more, ``processes=2``: a worker
+ids split the games over two where torch's threads leave a core free, as ``--threads 1``
+does on two cores, ``processes=2``: a worker
 steps half while the main process steps the rest); torch runs on ``--threads`` on both
 sides.
 

@@ -65,6 +65,7 @@ __all__ = [
     "HOST_STREAM",
     "HostLog",
     "HostSpec",
+    "ale_processes",
     "batched",
     "check_id",
     "is_host_id",
@@ -87,6 +88,15 @@ ALE_SETTINGS: dict[str, Any] = {
     "life_reset": True,
     "stack_pad": "repeat",
 }
+
+
+def ale_processes() -> int:
+    """2 where torch's threads leave a core free, else 1: the processes ``ale:`` games are
+    split over. A worker process steps half of the games (the same games) while this one
+    steps the rest; on a core torch also runs on, it slowed PPO's Breakout update (2.15
+    -> 2.75 s a steady update with torch on both of 2 cores, informal), where on a free
+    core it sped it up (3.51 -> 3.33 s with torch on one)."""
+    return 2 if (os.cpu_count() or 1) > torch.get_num_threads() else 1
 
 
 def _split(env_id: str) -> tuple[str, str]:
@@ -127,8 +137,7 @@ def _register_ale_ids() -> None:
 def make_env(env_id: str, num_envs: int, **kwargs: Any) -> Any:
     """The host vector env of ``env_id`` with ``num_envs`` envs (not started):
     ``fxrl.envs.gym(id, num_envs)`` or ``fxrl.envs.atari(game, num_envs, **ALE_SETTINGS)``
-    with the games split over two processes (``processes=2``) on a machine of two cores
-    or more."""
+    with ``processes=ale_processes()``."""
     from fxrl import envs
 
     problem = check_id(env_id)
@@ -136,9 +145,7 @@ def make_env(env_id: str, num_envs: int, **kwargs: Any) -> Any:
         raise ValueError(problem)
     prefix, name = _split(env_id)
     if prefix == "ale":
-        # and the games split over two processes where there are two cores or more: a
-        # worker steps half of them while this process steps the rest (the same games)
-        settings = {"processes": min(2, os.cpu_count() or 1), **ALE_SETTINGS, **kwargs}
+        settings = {"processes": ale_processes(), **ALE_SETTINGS, **kwargs}
         if settings["preprocess"] is None:  # raw screens: no frame stack to pad
             settings.pop("stack_pad", None)
         return envs.atari(name, num_envs, **settings)

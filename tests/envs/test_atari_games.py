@@ -298,3 +298,20 @@ def test_a_split_env_works_in_a_script_without_a_main_guard(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "games [2, 1] (3, 4, 84, 84)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("cores", "threads", "processes"), [(2, 1, 2), (2, 2, 1), (8, 4, 2), (1, 1, 1)]
+)
+def test_ale_ids_split_the_games_only_onto_a_core_torch_leaves_free(
+    monkeypatch, cores, threads, processes
+):
+    from fxrl.algorithms import host
+    from fxrl.envs.atari_games import _Games, _SplitGames
+
+    monkeypatch.setattr(host.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(host.torch, "get_num_threads", lambda: threads)
+    assert host.ale_processes() == processes
+    env = host.make_env("ale:Breakout", 2)
+    assert isinstance(env.gymnasium_env, _SplitGames if processes == 2 else _Games)
+    env.close()
