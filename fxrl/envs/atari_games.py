@@ -360,7 +360,7 @@ class _Worker:
 
 # Seconds a process polls for the other's next message before it blocks. A process that
 # sleeps between the steps (a few ms while the policy runs) wakes up slowly: on a 2-core
-# cloud machine a step of 4 games took 1.3 ms more at the worker than when it polled.
+# cloud machine a step of 4 games took about 1 ms more at the worker than when it polled.
 SPIN_S = 0.01
 
 
