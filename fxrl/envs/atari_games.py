@@ -188,11 +188,7 @@ class _Games:
         """Every game started again; ``seed`` (an int or one per game) reseeds ALE and the
         no-op counts, as gymnasium's ``AtariEnv`` does."""
         if seed is not None:
-            seeds = (
-                seed
-                if isinstance(seed, list | tuple | np.ndarray)
-                else [seed + i for i in range(self.num_envs)]
-            )
+            seeds = _per_game(seed, self.num_envs)
             for i, (ale, s) in enumerate(zip(self.games, seeds, strict=True)):
                 ale.setInt("random_seed", int(s) % 2**31)
                 ale.loadROM(self.path)
@@ -231,6 +227,14 @@ class _Games:
         self.games = []
 
 
+def _per_game(seed: Any, num_envs: int) -> Any:
+    """``seed`` as one seed per game: as given (a list, tuple or array), or an int ``s``
+    as ``s, s + 1, ...``."""
+    if isinstance(seed, list | tuple | np.ndarray):
+        return seed
+    return [seed + i for i in range(num_envs)]
+
+
 class _SplitGames:
     """``num_envs`` games split over ``processes`` processes, each stepping its share with
     a ``_Games`` (this process keeps the first share): a step sends each worker its
@@ -251,7 +255,6 @@ class _SplitGames:
         for worker in self.workers:
             worker.receive()  # its "ready"
         self.games = self.local.games  # this process's share
-        self.fire_steps = self.local.fire_steps
         self.single_observation_space = self.local.single_observation_space
         self.single_action_space = self.local.single_action_space
 
@@ -259,9 +262,11 @@ class _SplitGames:
         return np.split(np.asarray(values), np.cumsum(self.sizes)[:-1])
 
     def reset(self, *, seed: Any = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
-        if seed is not None and not isinstance(seed, list | tuple | np.ndarray):
-            seed = [seed + i for i in range(self.num_envs)]  # as an unsplit _Games
-        seeds = [None] * len(self.sizes) if seed is None else self._parts(seed)
+        seeds = (
+            [None] * len(self.sizes)
+            if seed is None
+            else self._parts(_per_game(seed, self.num_envs))
+        )
         for worker, part in zip(self.workers, seeds[1:], strict=True):
             worker.send(("reset", None if part is None else list(part)))
         results = [self.local.reset(seed=None if seeds[0] is None else list(seeds[0]))]
@@ -377,6 +382,11 @@ def _stop(workers: list[_Worker]) -> None:
     workers.clear()
 
 
+def _one_line(e: BaseException) -> str:
+    """A worker's failure as the parent raises it: its type and message on one line."""
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+
+
 def _serve(fd: int) -> None:
     """A ``_Worker``'s process: builds its games from the first message, then steps them
     on each ``("reset", seeds)`` or ``("step", actions)``; a failure goes back as its
@@ -388,7 +398,7 @@ def _serve(fd: int) -> None:
         games = _Games(rom, num_envs, first=first, **settings)
         conn.send(("ok", None))
     except Exception as e:  # reported to the parent, which raises it
-        conn.send(("error", f"{type(e).__name__}: {e}"))
+        conn.send(("error", _one_line(e)))
         return
     while True:
         _await(conn, SPIN_S)
@@ -401,7 +411,7 @@ def _serve(fd: int) -> None:
         try:
             result = games.reset(seed=value) if what == "reset" else games.step(value)
         except Exception as e:  # reported to the parent, which raises it
-            conn.send(("error", f"{type(e).__name__}: {e}"))
+            conn.send(("error", _one_line(e)))
             continue
         conn.send(("ok", result))
 

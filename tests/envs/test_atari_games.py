@@ -315,3 +315,9 @@ def test_ale_ids_split_the_games_only_onto_a_core_torch_leaves_free(
     env = host.make_env("ale:Breakout", 2)
     assert isinstance(env.gymnasium_env, _SplitGames if processes == 2 else _Games)
     env.close()
+
+
+def test_a_workers_failure_reaches_the_parent_on_one_line():
+    from fxrl.envs.atari_games import _one_line
+
+    assert _one_line(ValueError("no ROM\n  at line 3")) == "ValueError: no ROM at line 3"

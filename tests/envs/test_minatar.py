@@ -142,6 +142,10 @@ def test_from_minatar_names_what_it_expected():
 # ---------------------------------------------------------------- compiled programs
 
 
+# a time limit no random-policy game reaches (the longest, Freeway's, is 2500 steps)
+NO_LIMIT = 10**6
+
+
 class Program:
     """One game's envs as ``make`` builds them (auto-reset, time limit, episode stats),
     batched and stepped by one fxrl.compile program, as many as the random-policy
@@ -158,10 +162,6 @@ class Program:
 
     def actions(self, rng):
         return torch.from_numpy(rng.integers(0, 6, self.batch.batch_shape))
-
-
-# a time limit no random-policy game reaches (the longest, Freeway's, is 2500 steps)
-NO_LIMIT = 10**6
 
 
 @pytest.fixture(scope="module")
