@@ -4,11 +4,15 @@ A case's answer is every metric of a few eager updates (as ``float.hex``) and a 
 every leaf of the final state, recorded at one thread. Bit-for-bit equality holds only on
 the machine kind that recorded it: torch picks its CPU kernels by instruction set (AVX512,
 AVX2...) and its BLAS picks its code path by CPU vendor and model (the same AVX512 build
-rounds differently on an Intel Xeon and an AMD EPYC). So an answer file names the CPU
-model, instruction set and torch version it was recorded with. A machine that recorded
-its own file (``<name>.<machine tag>.json`` beside the first one, written by
-``--record``) checks every bit against it; any other machine checks the numbers against
-the first file to float32 rounding (rtol 1e-4) and skips the state digest.
+rounds differently on an Intel Xeon and an AMD EPYC). A cloud CPU's model name can be as
+generic as "Intel(R) Xeon(R) Processor" over several generations, so an answer file names the
+CPU model, its family, model and stepping numbers, the instruction set and the torch
+version it was recorded with; a file recorded before the numbers were kept matches no
+machine exactly (the first files, and their digests, are from before; the metrics of the
+PPO cases still matched a Xeon of model 207 bit for bit, their final states' digests did
+not). A machine that recorded its own file (``<name>.<machine tag>.json`` beside the first
+one, written by ``--record``) checks every bit against it; any other machine checks the
+numbers against the first file to float32 rounding (rtol 1e-4) and skips the state digest.
 """
 
 from __future__ import annotations
@@ -63,10 +67,26 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_id() -> str:
+    """The CPU's family, model and stepping numbers (``/proc/cpuinfo``), or "unknown"."""
+    fields = {}
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("cpu family", "model", "stepping"):
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    if len(fields) < 3:
+        return "unknown"
+    return f"family {fields['cpu family']} model {fields['model']} stepping {fields['stepping']}"
+
+
 def machine() -> dict:
     """What decides the last bits of an eager update: CPU model, kernel set, torch."""
     return {
         "cpu": cpu_model(),
+        "cpu_id": cpu_id(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch": torch.__version__,
     }
@@ -75,12 +95,14 @@ def machine() -> dict:
 def _tagged(path: pathlib.Path) -> pathlib.Path:
     """This machine's own answer file beside ``path``."""
     m = machine()
-    tag = re.sub(r"[^A-Za-z0-9]+", "_", f"{m['cpu']}-{m['cpu_capability']}-{m['torch']}")
+    tag = "-".join(m[k] for k in ("cpu", "cpu_id", "cpu_capability", "torch"))
+    tag = re.sub(r"[^A-Za-z0-9]+", "_", tag)
     return path.with_name(f"{path.stem}.{tag.strip('_')}{path.suffix}")
 
 
 def _same_machine(recorded: dict) -> bool:
-    return all(recorded.get(k) == v for k, v in machine().items())
+    here = machine()
+    return here["cpu_id"] != "unknown" and all(recorded.get(k) == v for k, v in here.items())
 
 
 def record(path: pathlib.Path, cases: list[str], run: Callable[[str], dict]) -> None:
