@@ -32,9 +32,9 @@ running (nested phases are not counted twice):
 ``first_run_cpu_s`` is the first call of the built program; ``steady_cpu_ms`` the mean
 CPU milliseconds per update over ``--updates`` more calls (torch at ``--threads``).
 
-Usage: ``python bench/compile_phases.py [--cases ppo_8seeds,ppo_1seed,rppo_gru_128]
-[--threads 1] [--updates 5]``. Prints JSON lines: a header (torch, threads, CPU model),
-then one line per case and cache state.
+Usage: ``python bench/compile_phases.py [--cases ppo_8seeds,ppo_1seed,rppo_gru_128,
+sac_1seed,dqn_8seeds] [--threads 1] [--updates 5]``. Prints JSON lines: a header (torch,
+threads, CPU model), then one line per case and cache state.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import tempfile
 import time
 from typing import Any
 
-CASES = ("ppo_8seeds", "ppo_1seed", "rppo_gru_128")
+CASES = ("ppo_8seeds", "ppo_1seed", "rppo_gru_128", "sac_1seed", "dqn_8seeds")
 
 # inductor's timed events (torch._dynamo.utils.dynamo_timed names) -> phase
 EVENTS = {
@@ -170,11 +170,14 @@ def instrument(phases: Phases) -> None:
 
 def make_case(case: str) -> tuple[Any, Any]:
     from fxrl import random
-    from fxrl.algorithms import core, ppo, recurrent_ppo
+    from fxrl.algorithms import core, dqn, ppo, recurrent_ppo, sac, td3
 
-    if case.startswith("ppo_"):
-        seeds = int(case.split("_")[1].removesuffix("seeds").removesuffix("seed"))
-        init, update = core.batched(ppo.make(ppo.Config()), seeds, compile=True)
+    makers = {"ppo": ppo, "sac": sac, "td3": td3, "dqn": dqn}
+    name, _, rest = case.partition("_")
+    if name in makers and rest.endswith(("seed", "seeds")):
+        seeds = int(rest.removesuffix("seeds").removesuffix("seed"))
+        algo = makers[name].make(makers[name].Config())
+        init, update = core.batched(algo, seeds, compile=True)
     elif case.startswith("rppo_gru_"):
         config = recurrent_ppo.Config(cell="gru", num_steps=int(case.rsplit("_", 1)[1]))
         init, update = core.batched(recurrent_ppo.make(config), 1, compile=True)

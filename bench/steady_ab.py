@@ -8,7 +8,8 @@ on all of them alike. Prints one JSON line per set: the median, minimum and mean
 milliseconds of an update (``time.process_time``, torch at ``--threads``).
 
 Usage: ``python bench/steady_ab.py --rounds 50 '{}' '{"cpp.enable_loop_tail_vec": true}'``
-(each argument: inductor options over ``fxrl.compile``'s defaults, JSON).
+(each argument: inductor options over ``fxrl.compile``'s defaults, JSON); ``--algo`` (ppo,
+dqn or sac, each at its default Config) and ``--seeds`` (8) pick another update.
 """
 
 from __future__ import annotations
@@ -26,13 +27,17 @@ def main() -> None:
     parser.add_argument("options", nargs="+", help="inductor options over the defaults (JSON)")
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--algo", choices=("ppo", "dqn", "sac"), default="ppo")
+    parser.add_argument("--seeds", type=int, default=8)
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     import fxrl  # noqa: F401  (fxrl.compile the module, below)
     from fxrl import random
-    from fxrl.algorithms import core, ppo
+    from fxrl.algorithms import core, dqn, ppo, sac
+
+    algo = {"ppo": ppo, "dqn": dqn, "sac": sac}[args.algo]
 
     fc = sys.modules["fxrl.compile"]
     defaults = dict(fc.DEFAULT_OPTIONS)
@@ -40,7 +45,7 @@ def main() -> None:
     for text in args.options:
         fc.DEFAULT_OPTIONS.clear()
         fc.DEFAULT_OPTIONS.update({**defaults, **json.loads(text)})
-        init, update = core.batched(ppo.make(ppo.Config()), 8, compile=True)
+        init, update = core.batched(algo.make(algo.Config()), args.seeds, compile=True)
         state = init(random.key(0))
         for _ in range(2):
             state, _ = update(state)
@@ -50,7 +55,8 @@ def main() -> None:
     ms = time_updates({str(i): run for i, run in enumerate(runs)}, args.rounds, 1)
     for i, text in enumerate(args.options):
         xs = ms[str(i)]
-        line = {"options": json.loads(text), "threads": args.threads, "rounds": args.rounds}
+        line = {"algo": args.algo, "seeds": args.seeds, "options": json.loads(text),
+                "threads": args.threads, "rounds": args.rounds}  # fmt: skip
         line.update(median_ms=round(statistics.median(xs), 2), min_ms=round(min(xs), 2))
         print(json.dumps({**line, "mean_ms": round(statistics.mean(xs), 2)}), flush=True)
 

@@ -102,9 +102,13 @@ __all__ = [
 # wrapper, which allocates the buffers and calls the kernels, is C++ instead of Python,
 # so a rolled loop iterates in C++ (informal, on a loaded 2-core machine: a PPO CartPole
 # update 14.5 -> 10.5 ms at 1 seed, 43.5 -> 36.6 ms at 8 vmapped seeds, bit-identical).
-# cpp_wrapper_build_separate: the wrapper compiled at -O1 and the kernels apart at -O3,
-# instead of one -O3 file, which compiled slower than the Python wrapper's program
-# (informal, PPO's update at 1 seed: 28 s this way, 41 s with the Python wrapper).
+# cpp_wrapper_build_separate: the wrapper compiled apart from the kernels (at -O3), instead
+# of one -O3 file, which compiled slower than the Python wrapper's program (informal,
+# PPO's update at 1 seed: 28 s this way, 41 s with the Python wrapper).
+# aot_inductor.compile_wrapper_opt_level: that wrapper at -Og instead of inductor's -O1:
+# g++ on the wrapper of PPO's 8-seed update takes half the CPU (1.4 against 2.9 s) and
+# the updates run as fast (docs/results/compile_levers.jsonl, run "wrapper_Og"); -O0
+# builds as fast but its updates ran 5% slower.
 # cpp.enable_loop_tail_vec: a loop whose length is not a multiple of the vector width
 # runs its last elements with the scalar kernel inductor writes anyway, instead of a
 # third, masked-vector copy of every loop body; fxrl's batches are small, so most loops
@@ -120,13 +124,18 @@ DEFAULT_OPTIONS: dict[str, Any] = {
     "cpp.enable_loop_tail_vec": False,
     "cpp_wrapper": True,
     "cpp_wrapper_build_separate": True,
+    "aot_inductor.compile_wrapper_opt_level": "Og",
 }
 
 # Defaults that hold for programs on the CPU, with the torch fxrl._cpp_wrapper_patch
 # fixes, only: dropped for a program with a tensor on another device, or on another
 # torch (whose C++ wrapper may still fail on loops), unless the caller's options name
 # them.
-_CPU_DEFAULTS = ("cpp_wrapper", "cpp_wrapper_build_separate")
+_CPU_DEFAULTS = (
+    "cpp_wrapper",
+    "cpp_wrapper_build_separate",
+    "aot_inductor.compile_wrapper_opt_level",
+)
 
 # fxrl's own options, given in the same dict as inductor's (``options=``):
 #   fxrl.cuda_graph: a program whose inputs are all on one CUDA device runs as one CUDA
