@@ -107,8 +107,8 @@ __all__ = [
 # PPO's update at 1 seed: 28 s this way, 41 s with the Python wrapper).
 # aot_inductor.compile_wrapper_opt_level: that wrapper at -Og instead of inductor's -O1:
 # g++ on the wrapper of PPO's 8-seed update takes half the CPU (1.4 against 2.9 s) and
-# the updates run as fast (docs/results/compile_levers.jsonl, run "wrapper_Og"); -O0
-# builds as fast but its updates ran 5% slower.
+# the updates run as fast (docs/results/wrapper_opt_level.jsonl); at -O0 the updates ran
+# 5 to 10% slower (compile_levers.jsonl, and informal on an Intel Xeon).
 # cpp.enable_loop_tail_vec: a loop whose length is not a multiple of the vector width
 # runs its last elements with the scalar kernel inductor writes anyway, instead of a
 # third, masked-vector copy of every loop body; fxrl's batches are small, so most loops
