@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Sequence
 
 import torch
@@ -61,8 +62,23 @@ def threefry2x32_int32(
 
     Sums wrap, as the cipher wants. torch's CPU kernels and Inductor vectorize int32 shifts
     but not int64 ones, so this is ~10x faster than masking int64 sums, eager and compiled.
-    Code that keeps words in int32 between calls (hot env loops) uses it directly.
+    Code that keeps words in int32 between calls (hot env loops) uses it directly. While
+    ``fxrl.compile`` traces, the cipher is one op (``fxrl._threefry_op``), the same bits
+    in far fewer graph nodes.
     """
+    tracing = sys.modules.get("fxrl.compile")  # torch.compile (dynamo) takes the plain ops
+    if tracing is not None and not torch.compiler.is_compiling() and tracing.is_tracing():
+        from fxrl import _threefry_op
+
+        if _threefry_op.ENABLED:
+            return _threefry_op.threefry2x32(k0, k1, x0, x1)
+    return _plain_threefry(k0, k1, x0, x1)
+
+
+def _plain_threefry(
+    k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cipher's rounds as plain tensor ops."""
     ks = (k0, k1, k0 ^ k1 ^ _PARITY)
     x0 = x0 + k0
     x1 = x1 + k1
