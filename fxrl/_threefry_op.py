@@ -26,9 +26,34 @@ _LOWERED = False
 ENABLED = True
 
 
+ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
+PARITY = 0x1BD11BDA
+
+
+def rotl(x: torch.Tensor, r: int) -> torch.Tensor:
+    # int32 has only arithmetic right shifts: mask the sign copies away to get a logical one.
+    return (x << r) | ((x >> (32 - r)) & ((1 << r) - 1))
+
+
+def plain(
+    k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cipher's rounds as plain tensor ops (``fxrl.random`` outside a compile)."""
+    ks = (k0, k1, k0 ^ k1 ^ PARITY)
+    x0 = x0 + k0
+    x1 = x1 + k1
+    for group in range(5):
+        for r in range(4):
+            x0 = x0 + x1
+            x1 = rotl(x1, ROTATIONS[(4 * group + r) % 8]) ^ x0
+        x0 = x0 + ks[(group + 1) % 3]
+        x1 = x1 + (ks[(group + 2) % 3] + (group + 1))
+    return x0, x1
+
+
 def _rounds(ops: Any, k0: Any, k1: Any, x0: Any, x1: Any, const: Any) -> tuple[Any, Any]:
-    """The cipher over ``ops`` (torch's tensor functions, or inductor's ``ops``)."""
-    from fxrl.random import _PARITY, _ROTATIONS
+    """The cipher over inductor's ``ops``, in ``plain``'s order of operations."""
+    _ROTATIONS, _PARITY = ROTATIONS, PARITY
 
     def rotl(x: Any, r: int) -> Any:
         shifted = ops.bitwise_right_shift(x, const(32 - r))
@@ -59,9 +84,7 @@ def unpack(packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _eager(k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor) -> Any:
-    from fxrl.random import _plain_threefry
-
-    return pack(*_plain_threefry(k0, k1, x0, x1))
+    return pack(*plain(k0, k1, x0, x1))
 
 
 _LIB.impl("threefry2x32", _eager, "CompositeExplicitAutograd")

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 
 import torch
 
+from fxrl import _threefry_op
+
 __all__ = [
     "bernoulli",
     "bits",
@@ -43,16 +45,13 @@ __all__ = [
 Shape = int | Sequence[int] | torch.Size
 
 _MASK = 0xFFFFFFFF
-_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
-_PARITY = 0x1BD11BDA
+_ROTATIONS, _PARITY = _threefry_op.ROTATIONS, _threefry_op.PARITY
 
 
 # ----------------------------------------------------------------------------- the block
 
 
-def _rotl(x: torch.Tensor, r: int) -> torch.Tensor:
-    # int32 has only arithmetic right shifts: mask the sign copies away to get a logical one.
-    return (x << r) | ((x >> (32 - r)) & ((1 << r) - 1))
+_rotl = _threefry_op.rotl
 
 
 def threefry2x32_int32(
@@ -67,28 +66,17 @@ def threefry2x32_int32(
     in far fewer graph nodes.
     """
     tracing = sys.modules.get("fxrl.compile")  # torch.compile (dynamo) takes the plain ops
-    if tracing is not None and not torch.compiler.is_compiling() and tracing.is_tracing():
-        from fxrl import _threefry_op
-
-        if _threefry_op.ENABLED:
-            return _threefry_op.threefry2x32(k0, k1, x0, x1)
+    if (
+        _threefry_op.ENABLED
+        and tracing is not None
+        and not torch.compiler.is_compiling()
+        and tracing.is_tracing()
+    ):
+        return _threefry_op.threefry2x32(k0, k1, x0, x1)
     return _plain_threefry(k0, k1, x0, x1)
 
 
-def _plain_threefry(
-    k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The cipher's rounds as plain tensor ops."""
-    ks = (k0, k1, k0 ^ k1 ^ _PARITY)
-    x0 = x0 + k0
-    x1 = x1 + k1
-    for group in range(5):
-        for r in range(4):
-            x0 = x0 + x1
-            x1 = _rotl(x1, _ROTATIONS[(4 * group + r) % 8]) ^ x0
-        x0 = x0 + ks[(group + 1) % 3]
-        x1 = x1 + (ks[(group + 2) % 3] + (group + 1))
-    return x0, x1
+_plain_threefry = _threefry_op.plain
 
 
 def threefry2x32(
