@@ -30,47 +30,34 @@ ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 PARITY = 0x1BD11BDA
 
 
-def rotl(x: torch.Tensor, r: int) -> torch.Tensor:
-    # int32 has only arithmetic right shifts: mask the sign copies away to get a logical one.
-    return (x << r) | ((x >> (32 - r)) & ((1 << r) - 1))
-
-
-def plain(
-    k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The cipher's rounds as plain tensor ops (``fxrl.random`` outside a compile)."""
-    ks = (k0, k1, k0 ^ k1 ^ PARITY)
-    x0 = x0 + k0
-    x1 = x1 + k1
-    for group in range(5):
-        for r in range(4):
-            x0 = x0 + x1
-            x1 = rotl(x1, ROTATIONS[(4 * group + r) % 8]) ^ x0
-        x0 = x0 + ks[(group + 1) % 3]
-        x1 = x1 + (ks[(group + 2) % 3] + (group + 1))
-    return x0, x1
-
-
-def _rounds(ops: Any, k0: Any, k1: Any, x0: Any, x1: Any, const: Any) -> tuple[Any, Any]:
-    """The cipher over inductor's ``ops``, in ``plain``'s order of operations."""
-    _ROTATIONS, _PARITY = ROTATIONS, PARITY
+def _rounds(ops: Any, const: Any, k0: Any, k1: Any, x0: Any, x1: Any) -> tuple[Any, Any]:
+    """The cipher's 20 rounds over ``ops``: the ``torch`` namespace (plain tensor ops, with
+    Python ints as constants) or inductor's ``ops`` (``const`` makes its int32 constants)."""
 
     def rotl(x: Any, r: int) -> Any:
+        # int32 has only arithmetic right shifts: mask the sign copies away (a logical one)
         shifted = ops.bitwise_right_shift(x, const(32 - r))
         return ops.bitwise_or(
             ops.bitwise_left_shift(x, const(r)), ops.bitwise_and(shifted, const((1 << r) - 1))
         )
 
-    ks = (k0, k1, ops.bitwise_xor(ops.bitwise_xor(k0, k1), const(_PARITY)))
+    ks = (k0, k1, ops.bitwise_xor(ops.bitwise_xor(k0, k1), const(PARITY)))
     x0 = ops.add(x0, k0)
     x1 = ops.add(x1, k1)
     for group in range(5):
         for r in range(4):
             x0 = ops.add(x0, x1)
-            x1 = ops.bitwise_xor(rotl(x1, _ROTATIONS[(4 * group + r) % 8]), x0)
+            x1 = ops.bitwise_xor(rotl(x1, ROTATIONS[(4 * group + r) % 8]), x0)
         x0 = ops.add(x0, ks[(group + 1) % 3])
         x1 = ops.add(x1, ops.add(ks[(group + 2) % 3], const(group + 1)))
     return x0, x1
+
+
+def plain(
+    k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cipher as plain tensor ops (``fxrl.random`` outside a compile)."""
+    return _rounds(torch, int, k0, k1, x0, x1)
 
 
 def pack(y0: torch.Tensor, y1: torch.Tensor) -> torch.Tensor:
@@ -141,7 +128,7 @@ def _register_lowering() -> None:
         loaders = [w.make_loader() for w in words]
 
         def inner(index: Any) -> Any:
-            y0, y1 = _rounds(ops, *(load(index) for load in loaders), const=const)
+            y0, y1 = _rounds(ops, const, *(load(index) for load in loaders))
             low = ops.bitwise_and(
                 ops.to_dtype(y0, torch.int64), ops.constant(0xFFFFFFFF, torch.int64)
             )

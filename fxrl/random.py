@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 import operator
-import sys
 from collections.abc import Sequence
 
 import torch
 
 from fxrl import _threefry_op
+from fxrl.compile import is_tracing
 
 __all__ = [
     "bernoulli",
@@ -45,13 +45,9 @@ __all__ = [
 Shape = int | Sequence[int] | torch.Size
 
 _MASK = 0xFFFFFFFF
-_ROTATIONS, _PARITY = _threefry_op.ROTATIONS, _threefry_op.PARITY
 
 
 # ----------------------------------------------------------------------------- the block
-
-
-_rotl = _threefry_op.rotl
 
 
 def threefry2x32_int32(
@@ -65,18 +61,11 @@ def threefry2x32_int32(
     ``fxrl.compile`` traces, the cipher is one op (``fxrl._threefry_op``), the same bits
     in far fewer graph nodes.
     """
-    tracing = sys.modules.get("fxrl.compile")  # torch.compile (dynamo) takes the plain ops
-    if (
-        _threefry_op.ENABLED
-        and tracing is not None
-        and not torch.compiler.is_compiling()
-        and tracing.is_tracing()
-    ):
+    # fxrl.compile's trace only: torch.compile (dynamo) cannot read is_tracing's context
+    # variable, and takes the plain ops
+    if _threefry_op.ENABLED and not torch.compiler.is_compiling() and is_tracing():
         return _threefry_op.threefry2x32(k0, k1, x0, x1)
-    return _plain_threefry(k0, k1, x0, x1)
-
-
-_plain_threefry = _threefry_op.plain
+    return _threefry_op.plain(k0, k1, x0, x1)
 
 
 def threefry2x32(
