@@ -1,8 +1,9 @@
 """What fxrl.random's Threefry cipher costs the cold compile of PPO's 8-seed update.
 
 A bound, not a change: each round compiles the update in a fresh process with a fresh
-inductor cache (``TORCHINDUCTOR_CACHE_DIR``) twice, taking turns: once as it is, and once
-with ``fxrl.random.threefry2x32_int32`` cut from 20 rounds to one (no longer a cipher; the
+inductor cache (``TORCHINDUCTOR_CACHE_DIR``) twice, taking turns, both with the cipher as
+plain tensor ops (``fxrl._threefry_op.ENABLED`` off): once as it is, and once with
+``fxrl.random.threefry2x32_int32`` cut from 20 rounds to one (no longer a cipher; the
 random draws are different numbers of the same shapes and dtypes, so the graph keeps every
 other op). The difference is what the cipher's ops cost the compile; the steady update's
 time shows what they cost at run time. CPU seconds of the process and of the compilers it
@@ -18,15 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
-import tempfile
 import time
 
-
-def cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+from _common import cpu_model, cpu_s, run_fresh  # bench/_common.py
 
 
 def child(mode: str, threads: int, updates: int) -> dict:
@@ -35,7 +30,9 @@ def child(mode: str, threads: int, updates: int) -> dict:
     torch.set_num_threads(threads)
     torch._inductor.config.compile_threads = 1
     import fxrl
-    from fxrl import random
+    from fxrl import _threefry_op, random
+
+    _threefry_op.ENABLED = False  # the cipher's plain ops, as the bound is about them
 
     if mode == "one_round":
 
@@ -43,7 +40,7 @@ def child(mode: str, threads: int, updates: int) -> dict:
             x0 = x0 + k0
             x1 = x1 + k1
             x0 = x0 + x1
-            x1 = random._rotl(x1, 13) ^ x0
+            x1 = ((x1 << 13) | ((x1 >> 19) & 0x1FFF)) ^ x0  # one rotation by 13
             return x0 + (k0 ^ k1), x1 + k0
 
         random.threefry2x32_int32 = one_round
@@ -72,20 +69,15 @@ def main() -> None:
         print(json.dumps(child(args.child, args.threads, args.updates)), flush=True)
         return
     import torch
-    from _common import cpu_model  # bench/_common.py
 
     header = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(),
               "cpus": os.cpu_count(), "case": "ppo_8seeds"}  # fmt: skip
     print(json.dumps(header), flush=True)
     for i in range(args.rounds):
         for mode in ("cipher", "one_round"):
-            with tempfile.TemporaryDirectory() as cache:
-                cmd = [sys.executable, __file__, "--child", mode, "--threads", str(args.threads),
-                       "--updates", str(args.updates)]  # fmt: skip
-                env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
-                done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-                line = json.loads(done.stdout.strip().splitlines()[-1])
-                print(json.dumps({"round": i, "threefry": mode, **line}), flush=True)
+            argv = ["--child", mode, "--threads", str(args.threads), "--updates", str(args.updates)]
+            line = run_fresh(__file__, argv)
+            print(json.dumps({"round": i, "threefry": mode, **line}), flush=True)
 
 
 if __name__ == "__main__":
