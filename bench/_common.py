@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,6 +32,22 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process and of the children it waited for (compilers, say)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def run_fresh(script: str, argv: list[str]) -> dict[str, Any]:
+    """``python script *argv`` in a fresh process with a fresh, empty inductor cache
+    (``TORCHINDUCTOR_CACHE_DIR``): the last line it printed, a JSON object."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+        cmd = [sys.executable, script, *argv]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def measure(

@@ -34,14 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from _common import cpu_s  # bench/_common.py
 
 from fxrl import envs, random
 from fxrl.compile import compile as fxrl_compile
-
-
-def cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 def cartpole_step(num_envs: int) -> tuple[Any, Callable, Any]:

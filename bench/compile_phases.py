@@ -48,6 +48,8 @@ import tempfile
 import time
 from typing import Any
 
+from _common import cpu_model, cpu_s  # bench/_common.py
+
 CASES = ("ppo_8seeds", "ppo_1seed", "rppo_gru_128", "sac_1seed", "dqn_8seeds")
 
 # inductor's timed events (torch._dynamo.utils.dynamo_timed names) -> phase
@@ -66,11 +68,6 @@ EVENTS = {
     "PyCodeCache.load_by_key_path": "load",
     "AOTAutogradCache.inductor_load": "load",
 }
-
-
-def cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 class Phases:
@@ -253,7 +250,6 @@ def main() -> None:
         print(json.dumps(child(args.child, args.threads, args.updates, options)), flush=True)
         return
     import torch
-    from _common import cpu_model  # bench/_common.py
 
     header = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(),
               "cpus": os.cpu_count(), "options": json.loads(args.options)}  # fmt: skip

@@ -18,14 +18,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 
-
-def cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+from _common import cpu_model, cpu_s, run_fresh  # bench/_common.py
 
 
 def build(algo: str, seeds: int, op: bool) -> tuple:
@@ -92,20 +87,16 @@ def main() -> None:
         print(json.dumps(result), flush=True)
         return
     import torch
-    from _common import cpu_model  # bench/_common.py
 
     header = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(),
               "cpus": os.cpu_count(), "algo": args.algo, "seeds": args.seeds}  # fmt: skip
     print(json.dumps(header), flush=True)
     for i in range(args.rounds):
         for mode in ("plain", "op"):
-            with tempfile.TemporaryDirectory() as cache:
-                cmd = [sys.executable, __file__, "--child", mode, "--algo", args.algo,
-                       "--seeds", str(args.seeds), "--threads", str(args.threads)]  # fmt: skip
-                env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
-                done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-                line = json.loads(done.stdout.strip().splitlines()[-1])
-                print(json.dumps({"round": i, "cipher": mode, **line}), flush=True)
+            argv = ["--child", mode, "--algo", args.algo, "--seeds", str(args.seeds),
+                    "--threads", str(args.threads)]  # fmt: skip
+            line = run_fresh(__file__, argv)
+            print(json.dumps({"round": i, "cipher": mode, **line}), flush=True)
     with tempfile.TemporaryDirectory() as cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
         for line in steady(args.algo, args.seeds, args.steady_rounds, args.threads):
