@@ -166,6 +166,7 @@ def instrument(phases: Phases) -> None:
 
 
 def make_case(case: str) -> tuple[Any, Any]:
+    import fxrl
     from fxrl import random
     from fxrl.algorithms import core, dqn, ppo, recurrent_ppo, sac, td3
 
@@ -175,6 +176,13 @@ def make_case(case: str) -> tuple[Any, Any]:
         seeds = int(rest.removesuffix("seeds").removesuffix("seed"))
         algo = makers[name].make(makers[name].Config())
         init, update = core.batched(algo, seeds, compile=True)
+    elif case.startswith("step_"):  # step_<env id>: 64 auto-resetting envs, one program
+        from fxrl import envs
+
+        batch = envs.batch(envs.make(case.removeprefix("step_")), 64)
+        step = fxrl.compile(batch.step)
+        action = batch.env.action_spec.sample(random.key(1), 64)
+        return batch.reset(random.key(0))[0], lambda s: step(s, action)
     elif case.startswith("rppo_gru_"):
         config = recurrent_ppo.Config(cell="gru", num_steps=int(case.rsplit("_", 1)[1]))
         init, update = core.batched(recurrent_ppo.make(config), 1, compile=True)

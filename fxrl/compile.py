@@ -48,8 +48,10 @@ Under ``torch.func.vmap`` the call unwraps its batched arguments and runs the co
 torch internals used here, and why (the places to check on a torch upgrade):
 ``torch.fx.experimental.proxy_tensor.make_fx`` (tracing without dynamo);
 ``torch._inductor.compile_fx.compile_fx`` (inductor on an aten graph, with
-``ignore_shape_env`` for static shapes); ``fxrl._cpp_wrapper_patch`` (a fix of the C++
-wrapper, torch 2.13 only); ``fxrl._codegen_patch`` (inductor's dtype-propagation
+``ignore_shape_env`` for static shapes); ``fxrl._direct`` (on torch 2.13, a graph traced
+with inductor's decompositions and rewritten free of in-place ops goes to inductor's
+``compile_fx_forward`` without AOTAutograd's two passes); ``fxrl._cpp_wrapper_patch``
+(a fix of the C++ wrapper, torch 2.13 only); ``fxrl._codegen_patch`` (inductor's dtype-propagation
 handler built once per compile instead of once per generated op, torch 2.13 only);
 ``fxrl._isa_patch`` (inductor's vector-ISA libraries probed by a subprocess once per
 inductor cache, not once per process, torch 2.13 only);
@@ -240,10 +242,19 @@ def is_traced(x: Any) -> bool:
     )
 
 
-def _trace(fn: Callable[..., Any], spec: Any, leaves: list[Any]) -> tuple[Any, Any, list[int]]:
+def _trace(
+    fn: Callable[..., Any], spec: Any, leaves: list[Any], decompose: bool = False
+) -> tuple[Any, Any, list[int]]:
     """``fn`` traced on fake tensors into one flat aten graph of its tensor leaves:
-    (graph module, output pytree spec, positions of the tensor leaves)."""
+    (graph module, output pytree spec, positions of the tensor leaves). ``decompose``:
+    with inductor's decompositions applied as it traces (what AOTAutograd would do)."""
     from torch.fx.experimental.proxy_tensor import make_fx
+
+    table = None
+    if decompose:
+        from torch._inductor.decomposition import select_decomp_table
+
+        table = select_decomp_table()
 
     tensor_pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
     static = [None if isinstance(x, torch.Tensor) else x for x in leaves]  # keep no tensors
@@ -260,7 +271,9 @@ def _trace(fn: Callable[..., Any], spec: Any, leaves: list[Any]) -> tuple[Any, A
     tensors = _distinct([leaves[i] for i in tensor_pos])
     token = _TRACING.set(True)
     try:
-        gm = make_fx(flat, tracing_mode="fake", _allow_non_fake_inputs=True)(*tensors)
+        gm = make_fx(
+            flat, decomposition_table=table, tracing_mode="fake", _allow_non_fake_inputs=True
+        )(*tensors)
     finally:
         _TRACING.reset(token)
     return gm, out_spec[-1], tensor_pos
@@ -543,8 +556,36 @@ class _Program:
     """``fn`` traced and compiled for one input signature; called with the flat leaves."""
 
     def __init__(self, fn: Callable[..., Any], spec: Any, leaves: list[Any], given: dict):
+        from fxrl import _direct
+
         start, (hits, misses) = time.perf_counter(), _cache_counts()
-        gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves)
+        graphed = None
+        if _direct.ENABLED and _direct.applies(leaves):
+            # a graph inductor cannot lower as it stands (one it meets only after
+            # AOTAutograd's passes) is traced again and takes AOTAutograd's path
+            with contextlib.suppress(Exception):
+                graphed = self._build(fn, spec, leaves, given, direct=True)
+        if graphed is None:
+            graphed = self._build(fn, spec, leaves, given, direct=False)
+        if graphed:
+            self.compiled = _CudaGraph(self.compiled)
+        watchers = _WATCHERS.get()
+        if watchers:
+            now_hits, now_misses = _cache_counts()
+            record = CompileRecord(
+                getattr(fn, "__name__", type(fn).__name__),
+                time.perf_counter() - start,
+                now_hits > hits and now_misses == misses,
+            )
+            for records in watchers:
+                records.append(record)
+
+    def _build(
+        self, fn: Callable[..., Any], spec: Any, leaves: list[Any], given: dict, direct: bool
+    ) -> bool | None:
+        """Trace and compile; whether the program is to be run as a CUDA graph, or None
+        when ``direct`` and the graph holds a mutation ``fxrl._direct`` cannot rewrite."""
+        gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves, decompose=direct)
         _lift_loop_constants(gm)
         _hoist_unchanged_carries(gm)
         _drop_unread_loop_inputs(gm)
@@ -557,7 +598,10 @@ class _Program:
         gm.recompile()
         from torch._inductor.compile_fx import compile_fx
 
-        from fxrl import _codegen_patch, _cpp_wrapper_patch, _isa_patch
+        from fxrl import _codegen_patch, _cpp_wrapper_patch, _direct, _isa_patch
+
+        if direct and not _direct.functionalize(gm):
+            return None
 
         # An enclosing vmap must not see inductor's passes; the tracing context gives
         # inductor's on-disk FX graph cache the shape env it needs (see _cache_context).
@@ -571,24 +615,18 @@ class _Program:
         patch = _cpp_wrapper_patch.patched() if cpp else contextlib.nullcontext()
         with (
             torch._C._DisableFuncTorch(),
-            _cache_context(),
+            contextlib.nullcontext() if direct else _cache_context(),
             patch,
             _codegen_patch.patched(),
             _isa_patch.patched(),
         ):
-            self.compiled = compile_fx(gm, tensors, config_patches=options, ignore_shape_env=True)
-        if graphed:
-            self.compiled = _CudaGraph(self.compiled)
-        watchers = _WATCHERS.get()
-        if watchers:
-            now_hits, now_misses = _cache_counts()
-            record = CompileRecord(
-                getattr(fn, "__name__", type(fn).__name__),
-                time.perf_counter() - start,
-                now_hits > hits and now_misses == misses,
-            )
-            for records in watchers:
-                records.append(record)
+            if direct:
+                self.compiled = _direct.compile_forward(gm, tensors, options)
+            else:
+                self.compiled = compile_fx(
+                    gm, tensors, config_patches=options, ignore_shape_env=True
+                )
+        return graphed
 
     def __call__(self, tensors: list[torch.Tensor], given: list[torch.Tensor]) -> Any:
         """``tensors``: the dense inputs the program reads; ``given``: the caller's own
