@@ -18,7 +18,8 @@ inductor's usual path) whenever the graph holds anything it cannot prove safe: a
 in-place op on an input or a loop body's input (an off-policy update writing its replay
 buffer), on a view, or on a tensor something views; an op writing through an ``out=``
 argument or into any argument but its first; an in-place op with no out-of-place twin.
-Inputs that require grad also take the usual path (AOTAutograd would build a backward).
+Inputs that require grad also take the usual path (AOTAutograd would build a backward),
+and so do programs on a GPU, where the path has not been tried yet.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ PATCHED_TORCH = "2.13."  # the torch release whose compile_fx internals this cal
 ENABLED = os.environ.get("FXRL_DIRECT", "1") != "0"  # off: always AOTAutograd's path (A/B)
 
 
-def applies(tensors: list[Any]) -> bool:
-    """Whether this torch is the one written for and no input requires grad."""
-    return torch.__version__.startswith(PATCHED_TORCH) and not any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in tensors
+def applies(leaves: list[Any]) -> bool:
+    """Whether this torch is the one written for, every tensor is on the CPU (the path is
+    not yet tried on a GPU) and none requires grad."""
+    tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+    return torch.__version__.startswith(PATCHED_TORCH) and all(
+        t.device.type == "cpu" and not t.requires_grad for t in tensors
     )
 
 

@@ -147,3 +147,9 @@ def test_a_graph_inductor_refuses_on_the_direct_path_takes_aot_autograds(monkeyp
     x = torch.arange(4.0)
     got = fxrl.compile(lambda t: fresh_writes(t)[1] * 3)(x)
     assert torch.equal(got, fresh_writes(x)[1] * 3)
+
+
+def test_the_path_is_for_cpu_inputs_that_need_no_grad():
+    assert _direct.applies([torch.zeros(2), 3, None])
+    assert not _direct.applies([torch.zeros(2), torch.zeros(2, device="meta")])
+    assert not _direct.applies([torch.zeros(2, requires_grad=True)])
