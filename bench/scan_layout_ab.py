@@ -67,7 +67,7 @@ def _variant(name: str) -> Iterator[None]:
             scan_op(fn, init, xs, tuple(consts))
         )
     if not hoist:
-        compile_module._hoist_unchanged_carries = lambda gm: None
+        compile_module._hoist_unchanged_carries = lambda gm, **_: None
     try:
         yield
     finally:

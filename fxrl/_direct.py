@@ -76,7 +76,7 @@ def _out_of_place(target: torch._ops.OpOverload) -> torch._ops.OpOverload | None
     return overload
 
 
-def functionalize(gm: torch.fx.GraphModule) -> bool:
+def functionalize(gm: torch.fx.GraphModule, recompile: bool = True) -> bool:
     """Rewrite in place the graph's in-place ops as their out-of-place twins; True when
     no mutation is left but writes of the top graph's inputs, False (the graph possibly
     partly rewritten, still computing the same values) otherwise.
@@ -84,7 +84,8 @@ def functionalize(gm: torch.fx.GraphModule) -> bool:
     An op may write a fresh, unviewed tensor anywhere, or an unviewed input of the top
     graph (not of a loop body): later readers read the new value, and the input's last
     value is copied into it at the end (``copy_``, as AOTAutograd keeps an inference
-    graph's input mutations, which inductor writes in place)."""
+    graph's input mutations, which inductor writes in place). ``recompile``: regenerate the
+    graphs' Python code (off when the caller does it once after more edits)."""
     top = gm.graph
     for g in _graphs(gm):
         graph = g.graph
@@ -129,8 +130,8 @@ def functionalize(gm: torch.fx.GraphModule) -> bool:
                     copy = graph.call_function(torch.ops.aten.copy_.default, (base, value))
                     copy.meta = dict(base.meta)
         graph.lint()
-    for g in _graphs(gm):
-        g.recompile()
+    if recompile:
+        gm.recompile()  # the graphs inside too
     return True
 
 

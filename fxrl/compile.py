@@ -279,7 +279,7 @@ def _trace(
     return gm, out_spec[-1], tensor_pos
 
 
-def _lift_loop_constants(gm: torch.fx.GraphModule) -> None:
+def _lift_loop_constants(gm: torch.fx.GraphModule, recompile: bool = True) -> None:
     """Constant tensors inside a rolled loop's body (``torch.tensor(...)`` made there, a
     closed-over tensor of an env or a network) become extra inputs of the loop, read from
     the outer graph: inductor's functionalization cannot take a constant captured inside
@@ -290,7 +290,7 @@ def _lift_loop_constants(gm: torch.fx.GraphModule) -> None:
             continue
         body_name = node.args[0].target
         body = getattr(gm, body_name)
-        _lift_loop_constants(body)
+        _lift_loop_constants(body, recompile=False)
         consts = [
             n
             for n in body.graph.nodes
@@ -329,13 +329,13 @@ def _lift_loop_constants(gm: torch.fx.GraphModule) -> None:
                 attr = gm.graph.get_attr(name)
             attr.meta = dict(last.meta)
             outer.append(attr)
-        body.recompile()
         combine, init, xs, extra = node.args
         node.args = (combine, init, xs, (*extra, *outer))
-    gm.recompile()
+    if recompile:  # the graphs inside too
+        gm.recompile()
 
 
-def _hoist_unchanged_carries(gm: torch.fx.GraphModule) -> None:
+def _hoist_unchanged_carries(gm: torch.fx.GraphModule, recompile: bool = True) -> None:
     """A rolled loop's carried values that its body hands back unchanged (the network's
     params carried through a rollout, a batch carried through the minibatch loop) become
     read-only extra inputs of the loop, and the loop's final value of each is its initial
@@ -347,7 +347,7 @@ def _hoist_unchanged_carries(gm: torch.fx.GraphModule) -> None:
             continue
         combine, init, xs, extra = node.args
         body = getattr(gm, combine.target)
-        _hoist_unchanged_carries(body)
+        _hoist_unchanged_carries(body, recompile=False)
         placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
         out = body.graph.output_node()
         outs = list(out.args[0])
@@ -375,7 +375,6 @@ def _hoist_unchanged_carries(gm: torch.fx.GraphModule) -> None:
         for i in same:
             body.graph.erase_node(placeholders[i])
         body.graph.eliminate_dead_code()
-        body.recompile()
         new_init = [v for i, v in enumerate(init) if i not in same]
         node.args = (combine, new_init, xs, (*extra, *(init[i] for i in same)))
         position = {old: new for new, old in enumerate(keep)}
@@ -388,10 +387,11 @@ def _hoist_unchanged_carries(gm: torch.fx.GraphModule) -> None:
                 gm.graph.erase_node(user)
         if "val" in node.meta:
             node.meta["val"] = [node.meta["val"][i] for i in keep]
-    gm.recompile()
+    if recompile:
+        gm.recompile()
 
 
-def _drop_unread_loop_inputs(gm: torch.fx.GraphModule) -> None:
+def _drop_unread_loop_inputs(gm: torch.fx.GraphModule, recompile: bool = True) -> None:
     """A rolled loop's extra inputs that its body never reads are dropped. A body that
     closes over a whole train state (to read its params) gets every leaf of it, the
     replay buffer included; a loop holding the buffer before it is written in place
@@ -410,10 +410,10 @@ def _drop_unread_loop_inputs(gm: torch.fx.GraphModule) -> None:
             else:
                 body.graph.erase_node(ph)
         if len(keep) < len(extra):
-            body.recompile()
             node.args = (combine, init, xs, tuple(keep))
     gm.graph.eliminate_dead_code()
-    gm.recompile()
+    if recompile:
+        gm.recompile()
 
 
 def _distinct(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -586,22 +586,23 @@ class _Program:
         """Trace and compile; whether the program is to be run as a CUDA graph, or None
         when ``direct`` and the graph holds a mutation ``fxrl._direct`` cannot rewrite."""
         gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves, decompose=direct)
-        _lift_loop_constants(gm)
-        _hoist_unchanged_carries(gm)
-        _drop_unread_loop_inputs(gm)
+        # each graph's Python code is generated once, below, not after every pass
+        _lift_loop_constants(gm, recompile=False)
+        _hoist_unchanged_carries(gm, recompile=False)
+        _drop_unread_loop_inputs(gm, recompile=False)
         tensors = _distinct([leaves[i] for i in self.tensor_pos])
         options = _options(given, tensors)
         own = _own_options(given, tensors)
         self.plan, keep = _prune_outputs(gm)
         gm.graph.output_node().args = (tuple(keep),)
         gm.graph.eliminate_dead_code()
-        gm.recompile()
         from torch._inductor.compile_fx import compile_fx
 
         from fxrl import _codegen_patch, _cpp_wrapper_patch, _direct, _isa_patch
 
-        if direct and not _direct.functionalize(gm):
+        if direct and not _direct.functionalize(gm, recompile=False):
             return None
+        gm.recompile()
 
         # An enclosing vmap must not see inductor's passes; the tracing context gives
         # inductor's on-disk FX graph cache the shape env it needs (see _cache_context).
