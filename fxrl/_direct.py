@@ -135,6 +135,77 @@ def functionalize(gm: torch.fx.GraphModule, recompile: bool = True) -> bool:
     return True
 
 
+INDEX = "fxrl-direct-v1"  # the cache's folder of this index, and its version
+
+
+def _graph_kwargs(cpp: bool) -> dict[str, Any]:
+    """What ``compile_fx_forward`` hands inductor for an inference graph on the CPU."""
+    from torch._inductor.utils import BoxedBool
+
+    return {
+        "static_input_idxs": [],
+        "cudagraphs": BoxedBool(False),
+        "is_backward": False,
+        "is_inference": True,
+        "boxed_forward_device_index": None,
+        "cpp_wrapper": cpp,
+        "fx_wrapper": False,
+    }
+
+
+def _index_path(gm: torch.fx.GraphModule, fakes: list[Any], cpp: bool) -> str | None:
+    """Where this graph's entry of fxrl's index lies: a file named by inductor's own hash
+    of the graph before its joint-graph passes (the graph, its constants, the inputs'
+    metadata, inductor's config, torch's version), holding the FX graph cache key that
+    the compile of it was stored under. None when inductor's cache is off or the graph
+    cannot be hashed."""
+    from torch._inductor import config
+    from torch._inductor.codecache import BypassFxGraphCache, compiled_fx_graph_hash
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    if config.force_disable_caches or not config.fx_graph_cache:
+        return None
+    try:
+        key, _ = compiled_fx_graph_hash(gm, fakes, _graph_kwargs(cpp), list(range(len(fakes))))
+    except BypassFxGraphCache:
+        return None
+    return os.path.join(cache_dir(), INDEX, key)
+
+
+def _load_indexed(index: str | None, gm: torch.fx.GraphModule, fakes: list[Any], cpp: bool) -> Any:
+    """The program the index names, from inductor's FX graph cache; None when the index
+    or the cache has no entry."""
+    from torch._inductor.codecache import FxGraphCache
+    from torch._inductor.output_code import CompiledFxGraphConstantsWithGm
+
+    try:
+        with open(index) as f:  # type: ignore[arg-type]
+            key = f.read().strip()
+    except (OSError, TypeError):
+        return None
+    constants = CompiledFxGraphConstantsWithGm(gm)
+    compiled, _ = FxGraphCache.load_with_key(
+        key, [], fakes, local=True, remote_cache=None, is_backward=False, constants=constants
+    )
+    if compiled is None:
+        return None
+    compiled._fx_graph_cache_key = key
+    compiled.post_compile(fakes, constants, _graph_kwargs(cpp))
+    return compiled
+
+
+def _save_index(index: str | None, compiled: Any) -> None:
+    key = getattr(compiled, "_fx_graph_cache_key", None)
+    if index is None or not key:
+        return
+    with contextlib.suppress(OSError):  # no index entry: the next process runs the passes
+        os.makedirs(os.path.dirname(index), exist_ok=True)
+        tmp = f"{index}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(key)
+        os.replace(tmp, index)
+
+
 def compile_forward(
     gm: torch.fx.GraphModule, tensors: list[torch.Tensor], options: dict[str, Any]
 ) -> Callable[..., Any]:
@@ -177,15 +248,19 @@ def compile_forward(
             compiled_autograd._disable(),
             functorch_config.patch(unlift_effect_tokens=True),
         ):
-            compiled = compile_fx_forward(
-                gm,
-                fakes,
-                num_orig_model_outputs=get_num_model_outputs(gm),
-                num_example_inputs=len(fakes),
-                compiler_config_extra=create_compiler_config_extra(gm),
-                inner_compile=inner,
-                is_inference=True,
-            )
+            index = _index_path(gm, fakes, cpp)
+            compiled = _load_indexed(index, gm, fakes, cpp)
+            if compiled is None:
+                compiled = compile_fx_forward(
+                    gm,
+                    fakes,
+                    num_orig_model_outputs=get_num_model_outputs(gm),
+                    num_example_inputs=len(fakes),
+                    compiler_config_extra=create_compiler_config_extra(gm),
+                    inner_compile=inner,
+                    is_inference=True,
+                )
+                _save_index(index, compiled)
 
     def run(*args: torch.Tensor) -> Any:
         return compiled(list(args))

@@ -17,9 +17,18 @@ SCRIPT = textwrap.dedent(
     import torch
     torch.set_num_threads(1)
     from torch._dynamo.utils import counters
+    import torch._inductor.compile_fx as compile_fx
     import fxrl
 
     from fxrl.scan import scan
+
+    joint = []  # inductor's joint-graph passes, run by a compile that misses the index
+    real_joint = compile_fx._recursive_joint_graph_passes
+    def counted(*args, **kwargs):
+        joint.append(1)
+        return real_joint(*args, **kwargs)
+
+    compile_fx._recursive_joint_graph_passes = counted
 
     SCALE = float(sys.argv[1])
 
@@ -37,6 +46,7 @@ SCRIPT = textwrap.dedent(
         "cache": {k: v for k, v in counters["inductor"].items() if k.startswith("fxgraph")},
         "y": out["y"].tolist(),
         "equal": all(torch.allclose(out[k], ref[k]) for k in ("y", "h", "cum")),
+        "joint_passes": len(joint),
     }))
     """
 )
@@ -70,6 +80,19 @@ def test_a_second_process_loads_the_program_from_the_cache(runs: list[dict]) -> 
     assert second["cache"].get("fxgraph_cache_miss", 0) == 0, second
     assert first["equal"] and second["equal"]
     assert first["y"] == second["y"]
+
+
+def test_a_second_process_finds_the_program_without_inductors_joint_graph_passes(
+    runs: list[dict],
+) -> None:
+    # fxrl._direct's index, keyed by the graph before those passes, names the program
+    from fxrl import _direct
+
+    if not _direct.applies([]):
+        pytest.skip("fxrl._direct is for torch 2.13")
+    first, second, changed = runs
+    assert first["joint_passes"] >= 1 and changed["joint_passes"] >= 1
+    assert second["joint_passes"] == 0, second
 
 
 def test_a_changed_function_compiles_anew_instead_of_reusing_a_stale_program(
