@@ -18,6 +18,14 @@ inductor's usual path) whenever the graph holds anything it cannot prove safe: a
 in-place op on an input or a loop body's input (an off-policy update writing its replay
 buffer), on a view, or on a tensor something views; an op writing through an ``out=``
 argument or into any argument but its first; an in-place op with no out-of-place twin.
+A program so compiled is stored in inductor's FX graph cache under inductor's key of the
+graph after its joint-graph passes. So that a later process need not run those passes
+(and their one-time pattern set-up) to find it, the cache directory keeps an index,
+``fxrl-direct-v1/<key>``: named by inductor's own hash of the graph before the passes
+(the graph and its constants, the inputs' metadata, inductor's config, torch's version),
+holding the key the program was stored under. A missing or stale entry only means a
+compile.
+
 Inputs that require grad also take the usual path (AOTAutograd would build a backward),
 and so do programs on a GPU, where the path has not been tried yet.
 """
