@@ -566,6 +566,7 @@ class _Program:
             with contextlib.suppress(Exception):
                 graphed = self._build(fn, spec, leaves, given, direct=True)
         if graphed is None:
+            hits, misses = _cache_counts()  # a failed direct attempt's lookup is not this one
             graphed = self._build(fn, spec, leaves, given, direct=False)
         if graphed:
             self.compiled = _CudaGraph(self.compiled)

@@ -153,3 +153,29 @@ def test_the_path_is_for_cpu_inputs_that_need_no_grad():
     assert _direct.applies([torch.zeros(2), 3, None])
     assert not _direct.applies([torch.zeros(2), torch.zeros(2, device="meta")])
     assert not _direct.applies([torch.zeros(2, requires_grad=True)])
+
+
+def test_a_program_loaded_after_a_failed_direct_attempt_is_reported_from_the_cache(
+    monkeypatch,
+):
+    from torch._dynamo.utils import counters
+
+    from fxrl.compile import watch
+
+    def f(t):
+        return (t * 5 - 1).cos()
+
+    x = torch.linspace(0, 1, 7)
+    monkeypatch.setattr(_direct, "ENABLED", False)
+    fxrl.compile(f)(x)  # AOTAutograd's path stores the program in the cache
+    monkeypatch.setattr(_direct, "ENABLED", True)
+
+    def miss_then_fail(*args):
+        counters["inductor"]["fxgraph_cache_miss"] += 1  # as a lookup that found nothing
+        raise RuntimeError("inductor cannot lower this graph as it stands")
+
+    monkeypatch.setattr(_direct, "compile_forward", miss_then_fail)
+    with watch() as built:
+        got = fxrl.compile(f)(x)
+    assert [r.from_cache for r in built] == [True]
+    torch.testing.assert_close(got, f(x), rtol=1e-6, atol=1e-6)  # float rounding: cos vectorized
