@@ -57,7 +57,9 @@ def _graphs(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
     return [m for _, m in gm.named_modules() if isinstance(m, torch.fx.GraphModule)]
 
 
-def _is_view(node: Any) -> bool:
+def is_view(node: Any) -> bool:
+    """Whether ``node`` calls an op whose output aliases its first input (a view), not a
+    write."""
     target = getattr(node, "target", None)
     if not isinstance(target, torch._ops.OpOverload) or target._schema.is_mutable:
         return False
@@ -115,8 +117,8 @@ def functionalize(gm: torch.fx.GraphModule, recompile: bool = True) -> bool:
             if (
                 twin is None
                 or not (fresh_ok or input_ok)
-                or _is_view(written)
-                or any(_is_view(user) for user in written.users)
+                or is_view(written)
+                or any(is_view(user) for user in written.users)
             ):
                 return False
             with graph.inserting_before(node):

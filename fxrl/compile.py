@@ -474,17 +474,13 @@ def _writes_inputs(gm: torch.fx.GraphModule) -> bool:
     be replayed from copies of its inputs. An op writing a tensor that is an input, or a
     view of one, counts; writes into tensors the program made do not."""
 
+    from fxrl._direct import is_view
+
     def base(node: Any) -> Any:
         # through views (ops whose output aliases their first input) to the tensor viewed
-        while (
-            isinstance(node, torch.fx.Node)
-            and node.op == "call_function"
-            and isinstance(node.target, torch._ops.OpOverload)
-            and node.target._schema.returns
-            and node.target._schema.returns[0].alias_info is not None
-            and not node.target._schema.is_mutable
-            and node.args
-        ):
+        while isinstance(node, torch.fx.Node) and node.op == "call_function" and is_view(node):
+            if not node.args:
+                break
             node = node.args[0]
         return node
 
