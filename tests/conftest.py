@@ -24,23 +24,45 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 
 # FXRL_COMPILE_LOG=path: one JSON line per test naming the programs fxrl.compile built during
 # it (module fixtures included) and whether inductor's cache had them: what makes the suite
-# long, test by test.
-if os.environ.get("FXRL_COMPILE_LOG"):
+# long, test by test. FXRL_TEST_CPU_LOG=path: one JSON line per test with its wall seconds
+# and the CPU seconds its worker process and the subprocesses it waited for spent (a test
+# whose CPU is far below its wall leaves a core idle: waiting on a browser, Ray, a network).
+if os.environ.get("FXRL_COMPILE_LOG") or os.environ.get("FXRL_TEST_CPU_LOG"):
+    import contextlib
     import json
+    import resource
+    import time
 
     import pytest
 
     from fxrl.compile import watch
 
+    def _cpu(who: int) -> float:
+        r = resource.getrusage(who)
+        return r.ru_utime + r.ru_stime
+
+    def _log(variable: str, line: dict) -> None:
+        line = {"test": line.pop("test"), "worker": os.environ.get("PYTEST_XDIST_WORKER"), **line}
+        with open(os.environ[variable], "a") as f:
+            f.write(json.dumps(line) + "\n")
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        with watch() as built:
+        wall, own = time.perf_counter(), _cpu(resource.RUSAGE_SELF)
+        kids = _cpu(resource.RUSAGE_CHILDREN)
+        watching = watch() if os.environ.get("FXRL_COMPILE_LOG") else contextlib.nullcontext([])
+        with watching as built:
             yield
         if built:
-            line = {
-                "test": item.nodeid,
-                "worker": os.environ.get("PYTEST_XDIST_WORKER"),
-                "built": [[r.name, round(r.seconds, 2), r.from_cache] for r in built],
-            }
-            with open(os.environ["FXRL_COMPILE_LOG"], "a") as f:
-                f.write(json.dumps(line) + "\n")
+            built = [[r.name, round(r.seconds, 2), r.from_cache] for r in built]
+            _log("FXRL_COMPILE_LOG", {"test": item.nodeid, "built": built})
+        if os.environ.get("FXRL_TEST_CPU_LOG"):
+            _log(
+                "FXRL_TEST_CPU_LOG",
+                {
+                    "test": item.nodeid,
+                    "wall": round(time.perf_counter() - wall, 2),
+                    "cpu": round(_cpu(resource.RUSAGE_SELF) - own, 2),
+                    "children_cpu": round(_cpu(resource.RUSAGE_CHILDREN) - kids, 2),
+                },
+            )
