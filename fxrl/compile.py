@@ -54,7 +54,8 @@ with inductor's decompositions and rewritten free of in-place ops goes to induct
 (a fix of the C++ wrapper, torch 2.13 only); ``fxrl._codegen_patch`` (inductor's dtype-propagation
 handler built once per compile instead of once per generated op, torch 2.13 only);
 ``fxrl._isa_patch`` (inductor's vector-ISA libraries probed by a subprocess once per
-inductor cache, not once per process, torch 2.13 only);
+inductor cache, not once per process, torch 2.13 only); ``fxrl._build_patch`` (a C++-wrapper
+program's wrapper and kernels compiled by two g++ at once, torch 2.13 only);
 ``torch._guards.tracing`` with a ``FakeTensorMode``/``ShapeEnv`` (the FX graph cache
 needs a tracing context);
 ``torch._C._DisableFuncTorch`` and ``torch._C._functorch`` (unwrapping an enclosing
@@ -595,7 +596,7 @@ class _Program:
         gm.graph.eliminate_dead_code()
         from torch._inductor.compile_fx import compile_fx
 
-        from fxrl import _codegen_patch, _cpp_wrapper_patch, _direct, _isa_patch
+        from fxrl import _build_patch, _codegen_patch, _cpp_wrapper_patch, _direct, _isa_patch
 
         if direct and not _direct.functionalize(gm, recompile=False):
             return None
@@ -617,6 +618,7 @@ class _Program:
             patch,
             _codegen_patch.patched(),
             _isa_patch.patched(),
+            _build_patch.patched() if cpp else contextlib.nullcontext(),
         ):
             if direct:
                 self.compiled = _direct.compile_forward(gm, tensors, options)
