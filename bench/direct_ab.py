@@ -1,14 +1,18 @@
-"""fxrl's direct path into inductor (``fxrl._direct``) against AOTAutograd's, cold and warm.
+"""A compile lever of fxrl's switched on and off by its environment variable, cold and warm:
+by default the direct path into inductor (``fxrl._direct``) against AOTAutograd's.
 
-Each round runs ``bench/compile_phases.py`` for each case twice, once with the direct
-path (``FXRL_DIRECT=1``, the default) and once without (``FXRL_DIRECT=0``), the order
-alternating from round to round: every run is a cold process with a fresh inductor cache
-and then a warm process finding its program there, CPU seconds of the process and its
-compilers phase by phase (see that script), inductor's one-time set-up reported apart.
+Each round runs ``bench/compile_phases.py`` for each case twice, once with the variable
+``1`` (the default of each lever) and once ``0``, the order alternating from round to
+round: every run is a cold process with a fresh inductor cache and then a warm process
+finding its program there, CPU seconds of the process and its compilers phase by phase
+and the wall (see that script), inductor's one-time set-up reported apart.
 
 Usage: ``python bench/direct_ab.py [--cases ppo_8seeds,sac_1seed] [--rounds 3]
-[--threads 1]``. Prints JSON lines: a header, then one line per case, cache state, path
-and round (compile_phases' line with ``direct`` and ``round`` added).
+[--threads 1] [--variable FXRL_DIRECT]``; ``--variable FXRL_PARALLEL_BUILD`` compares
+``fxrl._build_patch``'s side-by-side g++ with inductor's one-after-the-other. Prints JSON
+lines: a header, then one line per case, cache state, setting and round (compile_phases'
+line with ``round`` and the setting added: ``direct`` for FXRL_DIRECT, else the
+variable's name in lower case without ``fxrl_``, e.g. ``parallel_build``).
 """
 
 from __future__ import annotations
@@ -30,22 +34,26 @@ def main() -> None:
     parser.add_argument("--cases", default="ppo_8seeds,sac_1seed")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--variable", default="FXRL_DIRECT")
     args = parser.parse_args()
+    field = "direct" if args.variable == "FXRL_DIRECT" else args.variable.lower()
+    field = field.removeprefix("fxrl_")
     import torch
 
     header = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(),
-              "cpus": os.cpu_count(), "cases": args.cases, "rounds": args.rounds}  # fmt: skip
+              "cpus": os.cpu_count(), "cases": args.cases, "rounds": args.rounds,
+              "variable": args.variable}  # fmt: skip
     print(json.dumps(header), flush=True)
     for r in range(args.rounds):
-        for direct in (True, False) if r % 2 == 0 else (False, True):
-            env = {**os.environ, "FXRL_DIRECT": "1" if direct else "0"}
+        for on in (True, False) if r % 2 == 0 else (False, True):
+            env = {**os.environ, args.variable: "1" if on else "0"}
             cmd = [sys.executable, str(PHASES), "--cases", args.cases,
                    "--threads", str(args.threads), "--updates", "3"]  # fmt: skip
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             for line in done.stdout.splitlines():
                 row = json.loads(line)
                 if "case" in row:
-                    print(json.dumps({**row, "direct": direct, "round": r}), flush=True)
+                    print(json.dumps({**row, field: on, "round": r}), flush=True)
 
 
 if __name__ == "__main__":

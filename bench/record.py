@@ -4,7 +4,8 @@
     .venv/bin/python bench/record.py value_bench
 
 runs ``bench/NAME.py`` with the arguments after ``--`` and writes
-``docs/results/NAME.jsonl``: a header line (``bench``, ``command``, ``cpu``, ``torch``,
+``docs/results/NAME.jsonl`` (``--out OUT`` before ``--``: ``OUT.jsonl``, for one benchmark
+recorded in two settings): a header line (``bench``, ``command``, ``cpu``, ``torch``,
 ``threads``, ``date``, ``wall_s``) and then every JSON line the benchmark printed, in order.
 Lines that are not JSON objects pass through to stderr. The file is written to a temporary
 name and renamed, so an interrupted run leaves the previous figures in place; a benchmark
@@ -44,8 +45,17 @@ def _threads(argv: list[str], rows: list[dict]) -> int | None:
     return None
 
 
-def record(name: str, argv: list[str], out_dir: Path = RESULTS, bench_dir: Path = BENCH) -> Path:
-    """Run ``bench/NAME.py argv``; write its lines under a header to ``out_dir/NAME.jsonl``."""
+def record(
+    name: str,
+    argv: list[str],
+    out_dir: Path = RESULTS,
+    bench_dir: Path = BENCH,
+    out: str | None = None,
+) -> Path:
+    """Run ``bench/NAME.py argv``; write its lines under a header to ``out_dir/NAME.jsonl``
+    (``out_dir/OUT.jsonl`` with ``out``: one benchmark recorded in two settings)."""
+    if out is not None and not re.fullmatch(r"\w+", out):
+        raise SystemExit(f"record: --out takes a file name without a suffix, got {out!r}")
     script = bench_dir / f"{name}.py"
     if not re.fullmatch(r"\w+", name) or not script.is_file():
         known = sorted(p.stem for p in bench_dir.glob("*.py") if not p.stem.startswith("_"))
@@ -84,7 +94,7 @@ def record(name: str, argv: list[str], out_dir: Path = RESULTS, bench_dir: Path 
         "wall_s": round(time.perf_counter() - start, 1),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.jsonl"
+    path = out_dir / f"{out or name}.jsonl"
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in [header, *rows]))
     os.replace(tmp, path)
@@ -94,10 +104,11 @@ def record(name: str, argv: list[str], out_dir: Path = RESULTS, bench_dir: Path 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("name", help="a benchmark in bench/, without .py")
+    parser.add_argument("--out", help="write docs/results/OUT.jsonl instead of NAME.jsonl")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="-- then the benchmark's flags")
     ns = parser.parse_args()
     argv = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-    path = record(ns.name, argv)
+    path = record(ns.name, argv, out=ns.out)
     print(f"record: wrote {path.relative_to(BENCH.parent)}", file=sys.stderr)
 
 

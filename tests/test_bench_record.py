@@ -59,6 +59,17 @@ def test_a_failing_benchmark_keeps_the_previous_file(bench_dir, tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_out_names_the_file_and_leaves_the_benchmarks_own_alone(bench_dir, tmp_path):
+    own = tmp_path / "fake_bench.jsonl"
+    own.write_text('{"bench": "fake_bench", "old": true}\n')
+    path = record.record("fake_bench", [], tmp_path, bench_dir, out="fake_bench_other")
+    assert path == tmp_path / "fake_bench_other.jsonl"
+    assert json.loads(path.read_text().splitlines()[0])["bench"] == "fake_bench"
+    assert own.read_text() == '{"bench": "fake_bench", "old": true}\n'
+    with pytest.raises(SystemExit, match="--out takes a file name without a suffix"):
+        record.record("fake_bench", [], tmp_path, bench_dir, out="../x.jsonl")
+
+
 def test_unknown_benchmark_names_the_known_ones(bench_dir, tmp_path):
     with pytest.raises(SystemExit, match="no benchmark 'nope'; expected one of fake_bench"):
         record.record("nope", [], tmp_path, bench_dir)
