@@ -4,7 +4,7 @@
     .venv/bin/python bench/record.py value_bench
 
 runs ``bench/NAME.py`` with the arguments after ``--`` and writes
-``docs/results/NAME.jsonl`` (``--out OUT`` before ``--``: ``OUT.jsonl``, for one benchmark
+``docs/results/NAME.jsonl`` (``record.py --out OUT NAME -- ...``: ``OUT.jsonl``, for one benchmark
 recorded in two settings): a header line (``bench``, ``command``, ``cpu``, ``torch``,
 ``threads``, ``date``, ``wall_s``) and then every JSON line the benchmark printed, in order.
 Lines that are not JSON objects pass through to stderr. The file is written to a temporary
