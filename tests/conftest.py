@@ -7,6 +7,7 @@ Choose one with HYPOTHESIS_PROFILE=thorough.
 
 import os
 
+import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
@@ -15,6 +16,19 @@ torch.set_default_dtype(torch.float32)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Two workers on two cores: more threads per worker only oversubscribes.
     torch.set_num_threads(1)
+_THREADS = torch.get_num_threads()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Each test, its fixtures included, starts with the thread count set above. An `fxrl`
+    command run in this process (``fxrl.cli.main``, as several tests do) sets torch's own
+    (``--threads``, else up to 4), which then stayed for every later test of the worker:
+    eager code ran oversubscribed, and programs compiled after it were built for that
+    many threads."""
+    if torch.get_num_threads() != _THREADS:
+        torch.set_num_threads(_THREADS)
+
 
 _common = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("ci", max_examples=30, derandomize=True, print_blob=True, **_common)
@@ -32,8 +46,6 @@ if os.environ.get("FXRL_COMPILE_LOG") or os.environ.get("FXRL_TEST_CPU_LOG"):
     import json
     import resource
     import time
-
-    import pytest
 
     from fxrl.compile import watch
 
