@@ -45,7 +45,7 @@ def build_side_by_side(lock_path: str, cpp_builders: Sequence[Any]) -> None:
     """``codecache._worker_compile_cpp`` with a (wrapper, kernels, link) triple's two
     compiles run at once; anything else as inductor builds it."""
     if len(cpp_builders) != 3:
-        _patch.saved["_worker_compile_cpp"](lock_path, cpp_builders)
+        _inductors()(lock_path, cpp_builders)
         return
     from torch._inductor.codecache import LOCK_TIMEOUT
     from torch.utils._filelock import FileLock
@@ -74,6 +74,13 @@ def build_side_by_side(lock_path: str, cpp_builders: Sequence[Any]) -> None:
             raise failed[0]
         if _missing(link):
             link.build()
+
+
+def _inductors() -> Any:
+    """Inductor's own ``_worker_compile_cpp``: the one the patch replaced, or, in a compile
+    worker process (which unpickles a build by its name, this function, with no patch
+    applied there), the module's."""
+    return _patch.saved.get("_worker_compile_cpp") or _codecache()._worker_compile_cpp
 
 
 def _codecache() -> Any:

@@ -100,3 +100,15 @@ def test_fxrl_compile_builds_a_cpp_wrapper_program_through_the_patch(monkeypatch
     )
     torch.testing.assert_close(f(x), torch.tanh(x) * 0.5 + x.sum())
     assert 3 in calls  # the wrapper, the kernels and the link
+
+
+def test_a_compile_worker_without_the_patch_builds_one_file_with_inductors_function(
+    tmp_path, monkeypatch
+):
+    # a compile worker process unpickles the build by name (this module's function) with
+    # no patch applied there: a one-file build still goes to inductor's own function
+    calls = []
+    monkeypatch.setattr(_build_patch._patch, "saved", {})
+    monkeypatch.setattr(codecache, "_worker_compile_cpp", lambda *a: calls.append(a))
+    _build_patch.build_side_by_side(str(tmp_path / "lock"), ("one",))
+    assert calls == [(str(tmp_path / "lock"), ("one",))]
