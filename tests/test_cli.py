@@ -235,6 +235,9 @@ def test_the_demo_trains_exports_and_replays_the_onnx_policy_in_gymnasium(capsys
     assert code == 0 and "ONNX Runtime" in out
     summary = json.loads((tmp_path / "demo" / "demo.json").read_text())
     assert summary["gymnasium_onnx"] == summary["gymnasium_torch"]
+    # the whole demo's time, as printed, is kept: the training is only part of it
+    assert summary["seconds"] >= summary["train_seconds"] > 0
+    assert f"demo finished in {summary['seconds']:.0f} s" in out
     assert (
         len(summary["gymnasium_greedy_mean"]) == 2 and (tmp_path / "demo" / "policy.onnx").exists()
     )
