@@ -481,6 +481,10 @@ def main(argv: list[str] | None = None) -> None:
     command, rest = argv[0], argv[1:]
     if command not in _HANDLERS:
         _fail("fxrl", unknown(command, COMMANDS, "command"))
+    # A command sets torch's thread count (--threads); a caller in the same process (a
+    # notebook, a test) gets its own back, whatever way the command ends.
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
     try:
         code = _HANDLERS[command](rest)
     except KeyboardInterrupt:
@@ -489,6 +493,9 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("FXRL_TRACEBACK"):
             raise
         _fail(f"fxrl {command}", str(e) if isinstance(e, CliError) else _one_line(e))
+    finally:
+        if threads is not None and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
     sys.exit(code)
 
 

@@ -23,9 +23,10 @@ _THREADS = torch.get_num_threads()
 def pytest_runtest_setup(item):
     """Each test, its fixtures included, starts with the thread count set above. An `fxrl`
     command run in this process (``fxrl.cli.main``, as several tests do) sets torch's own
-    (``--threads``, else up to 4), which then stayed for every later test of the worker:
+    (``--threads``, else up to 4), which once stayed for every later test of the worker:
     eager code ran oversubscribed, and programs compiled after it were built for that
-    many threads."""
+    many threads. ``fxrl.cli.main`` now gives the count back; other code that sets it
+    (``fxrl.run.demo.main``, ``fxrl.run.tour``) is run by tests too."""
     if torch.get_num_threads() != _THREADS:
         torch.set_num_threads(_THREADS)
 

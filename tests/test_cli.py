@@ -83,6 +83,21 @@ def run_main(capsys, *args):
     return exit_info.value.code, out.out, out.err
 
 
+def test_a_command_run_in_this_process_gives_back_torchs_thread_count(capsys, tmp_path):
+    # `fxrl train --threads 2` sets torch's threads for its run; the caller's count (this
+    # worker's) comes back when main returns, as it does when the command fails
+    import torch
+
+    before = torch.get_num_threads()
+    args = ["--num-envs", "2", "--num-steps", "8", "--total-steps", "16", "--quiet"]
+    for threads in (before + 1, before + 2):
+        code, _, _ = run_main(capsys, "train", "ppo", "--out", tmp_path / str(threads),
+                              "--threads", threads, "--no-compile", *args)  # fmt: skip
+        assert code == 0 and torch.get_num_threads() == before
+    code, _, _ = run_main(capsys, "train", "ppo", "--threads", before + 1, "--lr", "-1", *args)
+    assert code != 0 and torch.get_num_threads() == before
+
+
 def test_help_lists_each_config_field_with_its_default(capsys):
     code, out, _ = run_main(capsys, "train", "ppo", "--help")
     assert code == 0
