@@ -21,7 +21,7 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -92,11 +92,6 @@ def _codecache() -> Any:
 _patch = CountedPatch(_codecache, {"_worker_compile_cpp": build_side_by_side})
 
 
-@contextlib.contextmanager
-def patched() -> Iterator[None]:
+def patched() -> contextlib.AbstractContextManager[None]:
     """Inside this block, a C++-wrapper program's wrapper and kernels compile at once."""
-    if not applies():
-        yield
-        return
-    with _patch.applied():
-        yield
+    return _patch.applied(applies())

@@ -16,8 +16,9 @@ _INHERITED = object()  # the class did not define the attribute itself
 
 class CountedPatch:
     """``with patch.applied(): ...`` sets ``patches`` on ``owner()`` (imported lazily, at
-    the first block). ``saved[name]`` is what the class resolved ``name`` to before: what
-    a replacement calls to run the original."""
+    the first block); ``patch.applied(False)`` changes nothing (a fix whose torch is not
+    this one). ``saved[name]`` is what the class resolved ``name`` to before: what a
+    replacement calls to run the original."""
 
     def __init__(self, owner: Callable[[], type], patches: dict[str, Any]) -> None:
         self.owner, self.patches = owner, patches
@@ -27,7 +28,10 @@ class CountedPatch:
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def applied(self) -> Iterator[None]:
+    def applied(self, when: bool = True) -> Iterator[None]:
+        if not when:
+            yield
+            return
         cls = self.owner()
         with self._lock:
             if self.depth == 0:

@@ -19,7 +19,6 @@ added to the FX graph cache key.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -50,11 +49,6 @@ def _handler() -> type:
 _patch = CountedPatch(_handler, {"__init__": _init_once})
 
 
-@contextlib.contextmanager
-def patched() -> Iterator[None]:
+def patched() -> contextlib.AbstractContextManager[None]:
     """Inside this block, inductor's dtype-propagation handler builds its rules once."""
-    if not applies():
-        yield
-        return
-    with _patch.applied():
-        yield
+    return _patch.applied(applies())

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -60,12 +59,7 @@ def _vec_isa() -> type:
 _patch = CountedPatch(_vec_isa, {"_probe_load": _probe_once})
 
 
-@contextlib.contextmanager
-def patched() -> Iterator[None]:
+def patched() -> contextlib.AbstractContextManager[None]:
     """Inside this block, a vector-ISA library that loaded in an earlier process is not
     probed again."""
-    if not applies():
-        yield
-        return
-    with _patch.applied():
-        yield
+    return _patch.applied(applies())

@@ -53,3 +53,9 @@ def test_blocks_in_two_threads_are_counted_together():
     release.set()
     t.join(5)
     assert patch.depth == 0 and Child().own() == "own"
+
+
+def test_a_block_applied_with_false_changes_nothing_and_counts_nothing():
+    patch = CountedPatch(lambda: Child, {"own": lambda self: "patched"})
+    with patch.applied(False):
+        assert Child().own() == "own" and patch.depth == 0 and not patch.saved
