@@ -40,6 +40,8 @@ from typing import Any
 
 import torch
 
+from fxrl._cache_file import write_cache_file
+
 PATCHED_TORCH = "2.13."  # the torch release whose compile_fx internals this calls
 ENABLED = os.environ.get("FXRL_DIRECT", "1") != "0"  # off: always AOTAutograd's path (A/B)
 
@@ -208,12 +210,7 @@ def _save_index(index: str | None, compiled: Any) -> None:
     key = getattr(compiled, "_fx_graph_cache_key", None)
     if index is None or not key:
         return
-    with contextlib.suppress(OSError):  # no index entry: the next process runs the passes
-        os.makedirs(os.path.dirname(index), exist_ok=True)
-        tmp = f"{index}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(key)
-        os.replace(tmp, index)
+    write_cache_file(index, key)  # not written: the next process runs the passes
 
 
 def compile_forward(

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from fxrl._cache_file import write_cache_file
 from fxrl._class_patch import CountedPatch
 
 PATCHED_TORCH = "2.13."  # the torch release whose inductor this was written for
@@ -41,12 +42,8 @@ def _probe_once(self: Any, output_path: str) -> bool:
     if os.path.isfile(marker):
         return True
     loads = _patch.saved["_probe_load"](self, output_path)
-    if loads:
-        with contextlib.suppress(OSError):  # no marker: the next process probes again
-            tmp = f"{marker}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write("loaded by a probe\n")
-            os.replace(tmp, marker)
+    if loads:  # not written: the next process probes again
+        write_cache_file(marker, "loaded by a probe\n")
     return loads
 
 
