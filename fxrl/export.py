@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from fxrl import _quantize, deploy, tree
+from fxrl import _onnx_patch, _quantize, deploy, tree
 from fxrl._errors import closest, unknown
 from fxrl._export_binding import (
     Binding,
@@ -503,7 +503,12 @@ def to_onnx(
     feeds = _quantize.feeds(exported, calibration) if quantize else None
     path = Path(path)
     # Quiet: "torchvision is not installed" notices, progress lines, deprecation warnings.
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), _quiet(_ONNX_LOG):
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(io.StringIO()),
+        _quiet(_ONNX_LOG),
+        _onnx_patch.applied(),
+    ):
         warnings.simplefilter("ignore")
         program = torch.onnx.export(
             exported.program,
