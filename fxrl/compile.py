@@ -120,16 +120,8 @@ __all__ = [
 # EPYC); a steady update unchanged (36.2 vs 35.6 ms, both programs alternated in one
 # process). Tail elements may round differently in the last bit (scalar libm against
 # vectorized math), within the compiled == eager tolerances.
-# realize_opcount_threshold: a pointwise value of more than 4 ops that several consumers
-# read is computed once into a buffer instead of inlined into each consumer (inductor's
-# default on the CPU: 50 ops). Adam's bias corrections (two float64 pow of the step
-# count) were recomputed for every element of every parameter inside the fused update
-# kernel: the steady 8-seed updates ran 7.6% (DQN), 1.8% (PPO) and 1.7% (SAC) faster
-# with 4, both programs alternated in one process (docs/results/realize_opcount_ab_*.jsonl,
-# AMD EPYC, one thread).
 DEFAULT_OPTIONS: dict[str, Any] = {
     "realize_reads_threshold": 1,
-    "realize_opcount_threshold": 4,
     "size_asserts": False,
     "unsafe_marked_cacheable_functions": ["torch.ops.higher_order.scan"],
     "cpp.enable_loop_tail_vec": False,
