@@ -252,11 +252,12 @@ def _inline_lowered(
 
 
 def _kind(leaf: Any) -> Any:
-    """What a traced piece depends on of an argument: a tensor's shape, dtype and device
-    (values never: the decompositions are traced on fake tensors), anything else itself."""
+    """What a traced piece depends on of an argument: a tensor's shape, strides, dtype and
+    device (values never: the decompositions are traced on fake tensors), anything else
+    itself."""
     if isinstance(leaf, torch.fx.Node):
         value = leaf.meta["val"]
-        return ("tensor", tuple(value.shape), value.dtype, value.device)
+        return ("tensor", tuple(value.shape), value.stride(), value.dtype, value.device)
     return (type(leaf).__name__, repr(leaf))
 
 

@@ -474,8 +474,8 @@ def to_onnx(
     The file carries fxrl's naming metadata, so ``load_onnx`` (torch-free, in
     ``fxrl/deploy.py``) takes the same arguments and returns the same structure. The
     exporter's function registry is built once per process and the program lowered call by
-    call rather than traced again (``fxrl/_onnx_patch.py``: 3-6x faster, the same model;
-    ``FXRL_FAST_ONNX=0`` runs the exporter unchanged).
+    call rather than traced again (``fxrl/_onnx_patch.py``: 3-6x faster, a model computing
+    the same outputs; ``FXRL_FAST_ONNX=0`` runs the exporter unchanged).
 
     Args:
       exported: the result of ``export(fn, params, *example_inputs)``.
