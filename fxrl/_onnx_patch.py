@@ -7,14 +7,14 @@
    other).
 2. **The second trace.** The exporter lowers the program with
    ``run_decompositions(table)``, which traces the whole program again (AOT autograd,
-   functionalization) even when it holds nothing to decompose: about half of an export
-   of a small policy or env step. fxrl's programs are already functional ATen graphs;
-   when every operator in one is an operator ONNX translates directly, with no
-   decomposition in the exporter's table and no mutation, and the graph has no
-   sub-graphs (control flow), the exporter gets a copy of the program as it is.
-   Anything else (an operator the table decomposes, one ONNX lacks, a mutating
-   operator, a higher-order operator, a Python function other than ``operator``'s) takes
-   the exporter's own path unchanged.
+   functionalization): about half of an export of a small policy or env step. fxrl's
+   programs are already functional ATen graphs, so fxrl lowers a copy call by call
+   instead: each call ONNX does not translate directly (or that the exporter's table
+   decomposes) is traced alone through that table on its inputs' fake values, once per
+   operator and kinds of inputs, and inlined (``lower``). A graph with sub-graphs
+   (control flow), a mutating operator other than ``detach_``, a call outside ATen and
+   ``operator``, or a symbolic size reaching a call to lower takes the exporter's own
+   path unchanged.
 
 Both apply only inside ``with applied():`` and only where torch's exporter has these
 names (``applies()`` is False otherwise, and nothing changes). ``FXRL_FAST_ONNX=0``
@@ -30,7 +30,7 @@ import functools
 import importlib
 import operator
 import os
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,18 +100,17 @@ _registry_patch = CountedPatch(
 
 # ----------------------------------------------------------------------------- decomposition
 
-_tables: dict[frozenset[Any], frozenset[Any]] = {}
+_tables: dict[frozenset[Any], dict[Any, Any]] = {}
 
 
-def _ops(registry: Any) -> tuple[frozenset[Any], frozenset[Any]]:
-    """(the operators ONNX translates, the operators the exporter's table decomposes) for
-    ``registry``; the table is worked out once per set of translated operators."""
+def _ops(registry: Any) -> tuple[frozenset[Any], dict[Any, Any]]:
+    """(the operators ONNX translates, the exporter's decomposition table: operator ->
+    decomposition) for ``registry``; the table is worked out once per set of translated
+    operators."""
     decomp = _module("_decomp")
     translated = frozenset(decomp.get_onnx_implemented_overloads(registry))
     if translated not in _tables:
-        _tables[translated] = frozenset(
-            decomp.create_onnx_friendly_decomposition_table(set(translated))
-        )
+        _tables[translated] = decomp.create_onnx_friendly_decomposition_table(set(translated))
     return translated, _tables[translated]
 
 
@@ -119,6 +118,7 @@ counts = {"lowered": 0, "exporter": 0}
 
 
 # Checks the exporter removes itself (``_fx_passes.remove_assertion_nodes``).
+@functools.cache
 def _assertions() -> frozenset[Any]:
     aten = torch.ops.aten
     return frozenset(
@@ -133,7 +133,7 @@ def _assertions() -> frozenset[Any]:
     ) - {None}
 
 
-def _needs_lowering(target: Any, translated: frozenset[Any], decomposed: frozenset[Any]) -> bool:
+def _needs_lowering(target: Any, translated: Container[Any], decomposed: Container[Any]) -> bool:
     return target not in _assertions() and (target not in translated or target in decomposed)
 
 
@@ -145,7 +145,7 @@ def lower(program: torch.export.ExportedProgram, registry: Any) -> Any:
     mutation, a call outside ATen and ``operator``, a symbolic size among a replaced call's
     inputs, a call whose outputs are used other than whole or by index): the caller then
     takes the exporter's own path."""
-    translated, decomposed = _ops(registry)
+    translated, table = _ops(registry)
     graph = program.graph_module.graph
     if any(True for _ in program.graph_module.named_children()):
         return None  # control flow's sub-graphs
@@ -163,14 +163,13 @@ def lower(program: torch.export.ExportedProgram, registry: Any) -> Any:
             continue
         if not isinstance(target, torch._ops.OpOverload) or target._schema.is_mutable:
             return None
-        if _needs_lowering(target, translated, decomposed):
+        if _needs_lowering(target, translated, table):
             todo.append(node.name)
     program = copy.deepcopy(program)
     if not todo:
         return program
     graph = program.graph_module.graph
     nodes = {n.name: n for n in graph.nodes}
-    table = _module("_decomp").create_onnx_friendly_decomposition_table(set(translated))
     renamed: dict[str, str] = {}
     pieces: dict[Any, Any] = {}  # one trace per operator and inputs' shapes and dtypes
     for name in todo:
