@@ -1,5 +1,7 @@
 """fxrl.optim: trajectories equal torch.optim's, vmap over an ensemble equals a loop."""
 
+import math
+
 import pytest
 import torch
 from hypothesis import given
@@ -243,6 +245,10 @@ def test_bad_inputs_give_clear_errors():
         optim.sgd(0.1, nesterov=True)
     with pytest.raises(ValueError, match=r"adam: learning_rate must be >= 0"):
         optim.adam(-1.0)
+    with pytest.raises(ValueError, match=r"adam: b1 must be in \[0, 1\), got 1.0"):
+        optim.adam(1e-3, 1.0)
+    with pytest.raises(ValueError, match=r"adam: b2 must be in \[0, 1\), got -0.5"):
+        optim.adamw(1e-3, 0.9, -0.5)
     with pytest.raises(ValueError, match=r"tree 1 does not match tree 0"):
         optim.adam().update({"w": grads[0]["w"]}, optim.adam().init(params), params)
 
@@ -265,3 +271,18 @@ def test_vmapped_init_returns_contiguous_state_so_a_compiled_update_does_not_rec
         state = torch.func.vmap(opt.init)(params)
         for leaf in tree.leaves(state):
             assert leaf.is_contiguous() and 0 not in leaf.stride(), leaf.stride()
+
+
+@given(
+    base=st.one_of(st.just(0.0), st.floats(1e-6, 0.999999)),
+    count=st.integers(1, 10**7),
+)
+def test_adams_bias_power_is_pow_to_float64_rounding(base, count):
+    from fxrl.optim import _power
+
+    ours = _power(base, torch.tensor(count))
+    assert ours.dtype == torch.float64 and ours.shape == ()
+    # |count * log(base)| float64 ulps of the exponent, at most: relative 1e-15 * that
+    expected = base**count
+    tol = 4e-16 * max(1.0, abs(count * math.log(base)) if base > 0 else 1.0)
+    assert abs(float(ours) - expected) <= tol * expected + 1e-300
