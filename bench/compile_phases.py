@@ -10,7 +10,9 @@ its first run, reported apart) and a few more times (``steady_cpu_ms``).
 Times are CPU seconds of the process and of the compilers it runs (``os.times``, children
 included), not wall seconds, so that a loaded machine inflates them less; inductor's
 compile workers are turned off (``compile_threads=1``) so that every g++ is a child of the
-process and is counted. A phase is charged the CPU spent while it is the innermost phase
+process and is counted, and the wrapper's and the kernels' g++ run one after the other
+(``FXRL_PARALLEL_BUILD=0`` unless the environment sets it), so that each is charged to
+its own phase. A phase is charged the CPU spent while it is the innermost phase
 running (nested phases are not counted twice):
 
 - ``trace``: ``make_fx`` over fake tensors (``fxrl.compile``'s own trace);
@@ -192,6 +194,10 @@ def make_case(case: str) -> tuple[Any, Any]:
 
 
 def child(case: str, threads: int, updates: int, options: dict[str, Any]) -> dict[str, Any]:
+    # fxrl._build_patch's side-by-side g++ would charge the wrapper's and the kernels' g++
+    # to whichever phase is innermost when each ends: one after the other unless the
+    # caller set the variable (bench/direct_ab.py's --variable FXRL_PARALLEL_BUILD)
+    os.environ.setdefault("FXRL_PARALLEL_BUILD", "0")
     import torch
 
     torch.set_num_threads(threads)

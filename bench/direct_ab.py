@@ -9,10 +9,13 @@ and the wall (see that script), inductor's one-time set-up reported apart.
 
 Usage: ``python bench/direct_ab.py [--cases ppo_8seeds,sac_1seed] [--rounds 3]
 [--threads 1] [--variable FXRL_DIRECT]``; ``--variable FXRL_PARALLEL_BUILD`` compares
-``fxrl._build_patch``'s side-by-side g++ with inductor's one-after-the-other. Prints JSON
+``fxrl._build_patch``'s side-by-side g++ with inductor's one-after-the-other;
+``--options '{"aot_inductor.enable_line_tables": true}'`` compares inductor options over
+``fxrl.compile``'s defaults (on) with the defaults (off), the variable unused. Prints JSON
 lines: a header, then one line per case, cache state, setting and round (compile_phases'
 line with ``round`` and the setting added: ``direct`` for FXRL_DIRECT, else the
-variable's name in lower case without ``fxrl_``, e.g. ``parallel_build``).
+variable's name in lower case without ``fxrl_``, e.g. ``parallel_build``; with
+``--options``, ``options_on``).
 """
 
 from __future__ import annotations
@@ -35,20 +38,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--variable", default="FXRL_DIRECT")
+    parser.add_argument("--options", default=None, help="inductor options to compare (JSON)")
     args = parser.parse_args()
     field = "direct" if args.variable == "FXRL_DIRECT" else args.variable.lower()
-    field = field.removeprefix("fxrl_")
+    field = "options_on" if args.options else field.removeprefix("fxrl_")
     import torch
 
     header = {"torch": torch.__version__, "threads": args.threads, "cpu": cpu_model(),
               "cpus": os.cpu_count(), "cases": args.cases, "rounds": args.rounds,
-              "variable": args.variable}  # fmt: skip
+              "variable": None if args.options else args.variable,
+              "options": json.loads(args.options or "{}")}  # fmt: skip
     print(json.dumps(header), flush=True)
     for r in range(args.rounds):
         for on in (True, False) if r % 2 == 0 else (False, True):
-            env = {**os.environ, args.variable: "1" if on else "0"}
+            env = dict(os.environ)
+            if not args.options:
+                env[args.variable] = "1" if on else "0"
             cmd = [sys.executable, str(PHASES), "--cases", args.cases,
-                   "--threads", str(args.threads), "--updates", "3"]  # fmt: skip
+                   "--threads", str(args.threads), "--updates", "3",
+                   "--options", args.options if on and args.options else "{}"]  # fmt: skip
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             for line in done.stdout.splitlines():
                 row = json.loads(line)

@@ -9,12 +9,17 @@ milliseconds of an update (``time.process_time``, torch at ``--threads``).
 
 Usage: ``python bench/steady_ab.py --rounds 50 '{}' '{"cpp.enable_loop_tail_vec": true}'``
 (each argument: inductor options over ``fxrl.compile``'s defaults, JSON); ``--algo`` (ppo,
-dqn or sac, each at its default Config) and ``--seeds`` (8) pick another update.
+dqn or sac, each at its default Config) and ``--seeds`` (8) pick another update. A key
+``fxrl:MODULE.NAME`` sets that attribute of ``fxrl.MODULE`` while the program is built
+(``'{"fxrl:_build_patch.KERNELS_O2": false, "fx_graph_cache": false}'``: kernels at
+inductor's ``-O3``; inductor's graph cache off in every set then, or a later program
+would load an earlier one's build, the g++ flags not being part of its key).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -43,12 +48,28 @@ def main() -> None:
     defaults = dict(fc.DEFAULT_OPTIONS)
     runs = []
     for text in args.options:
+        options = json.loads(text)
+        attributes = {
+            k.removeprefix("fxrl:"): v for k, v in options.items() if k.startswith("fxrl:")
+        }
         fc.DEFAULT_OPTIONS.clear()
-        fc.DEFAULT_OPTIONS.update({**defaults, **json.loads(text)})
-        init, update = core.batched(algo.make(algo.Config()), args.seeds, compile=True)
-        state = init(random.key(0))
-        for _ in range(2):
-            state, _ = update(state)
+        fc.DEFAULT_OPTIONS.update(
+            {**defaults, **{k: v for k, v in options.items() if not k.startswith("fxrl:")}}
+        )
+        saved = {}
+        for path, value in attributes.items():
+            module, name = path.rsplit(".", 1)
+            owner = importlib.import_module(f"fxrl.{module}")
+            saved[(owner, name)] = getattr(owner, name)
+            setattr(owner, name, value)
+        try:
+            init, update = core.batched(algo.make(algo.Config()), args.seeds, compile=True)
+            state = init(random.key(0))
+            for _ in range(2):
+                state, _ = update(state)
+        finally:
+            for (owner, name), value in saved.items():
+                setattr(owner, name, value)
         runs.append([update, state])
     fc.DEFAULT_OPTIONS.clear()
     fc.DEFAULT_OPTIONS.update(defaults)

@@ -55,7 +55,8 @@ with inductor's decompositions and rewritten free of in-place ops goes to induct
 handler built once per compile instead of once per generated op, torch 2.13 only);
 ``fxrl._isa_patch`` (inductor's vector-ISA libraries probed by a subprocess once per
 inductor cache, not once per process, torch 2.13 only); ``fxrl._build_patch`` (a C++-wrapper
-program's wrapper and kernels compiled by two g++ at once, torch 2.13 only);
+program's wrapper and kernels compiled by two g++ at once, the kernels at ``-O2``, torch
+2.13 only);
 ``torch._guards.tracing`` with a ``FakeTensorMode``/``ShapeEnv`` (the FX graph cache
 needs a tracing context);
 ``torch._C._DisableFuncTorch`` and ``torch._C._functorch`` (unwrapping an enclosing

@@ -112,3 +112,24 @@ def test_a_compile_worker_without_the_patch_builds_one_file_with_inductors_funct
     monkeypatch.setattr(codecache, "_worker_compile_cpp", lambda *a: calls.append(a))
     _build_patch.build_side_by_side(str(tmp_path / "lock"), ("one",))
     assert calls == [(str(tmp_path / "lock"), ("one",))]
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_kernels_o2_swaps_only_the_kernels_level_and_only_when_asked(on, monkeypatch):
+    from torch._inductor import cpp_builder
+
+    monkeypatch.setattr(_build_patch, "KERNELS_O2", on)
+    inductors = cpp_builder._get_optimization_cflags
+    with _build_patch.patched():
+        kernels, _ = cpp_builder._get_optimization_cflags("g++", False)
+        wrapper, _ = cpp_builder._get_optimization_cflags("g++", True)
+    assert cpp_builder._get_optimization_cflags is inductors  # restored after the block
+    assert wrapper == inductors("g++", True)[0]  # the wrapper's level as inductor sets it
+    assert "O3" in inductors("g++", False)[0]
+    if on:
+        assert "O2" in kernels and "O3" not in kernels
+        assert [f for f in kernels if f != "O2"] == [
+            f for f in inductors("g++", False)[0] if f != "O3"
+        ]
+    else:
+        assert kernels == inductors("g++", False)[0]
