@@ -113,7 +113,7 @@ def _tagged() -> Iterator[None]:
 @contextlib.contextmanager
 def patched() -> Iterator[None]:
     """Inside this block, inductor's dtype-propagation handler builds its rules once, and
-    a vectorized ``tanh`` is written with ``expm1`` (unless ``FAST_TANH`` is off)."""
+    a vectorized float32 ``tanh`` is written with ``exp`` (unless ``FAST_TANH`` is off)."""
     fast = FAST_TANH and applies()
     with (
         _patch.applied(applies()),
