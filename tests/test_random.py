@@ -319,9 +319,15 @@ def test_exported_draws_are_bit_identical_to_eager(exported_draw):
 
 def test_onnx_runtime_draws_are_bit_identical_to_eager(exported_draw, tmp_path):
     ort = pytest.importorskip("onnxruntime")
-    # optimize=False as fxrl.export.to_onnx exports (its docstring: the exporter's
-    # optimizer costs time, not ONNX Runtime speed); ONNX Runtime optimizes when it loads
-    program = torch.onnx.export(exported_draw, dynamo=True, verbose=False, optimize=False)
+    from fxrl import _onnx_patch
+
+    # as fxrl.export.to_onnx exports: optimize=False (its docstring: the exporter's
+    # optimizer costs time, not ONNX Runtime speed; ONNX Runtime optimizes when it loads)
+    # and the program lowered call by call (fxrl/_onnx_patch.py), the path users' files take
+    lowered = _onnx_patch.counts["lowered"]
+    with _onnx_patch.applied():
+        program = torch.onnx.export(exported_draw, dynamo=True, verbose=False, optimize=False)
+    assert _onnx_patch.counts["lowered"] == lowered + _onnx_patch.applies()
     path = tmp_path / "draw.onnx"
     program.save(str(path))
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
