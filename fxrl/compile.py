@@ -52,7 +52,8 @@ torch internals used here, and why (the places to check on a torch upgrade):
 with inductor's decompositions and rewritten free of in-place ops goes to inductor's
 ``compile_fx_forward`` without AOTAutograd's two passes); ``fxrl._cpp_wrapper_patch``
 (a fix of the C++ wrapper, torch 2.13 only); ``fxrl._codegen_patch`` (inductor's dtype-propagation
-handler built once per compile instead of once per generated op, torch 2.13 only);
+handler built once per compile instead of once per generated op, and a float32 ``tanh`` in a
+CPU kernel written with ``exp`` instead of Sleef's, torch 2.13 only);
 ``fxrl._isa_patch`` (inductor's vector-ISA libraries probed by a subprocess once per
 inductor cache, not once per process, torch 2.13 only); ``fxrl._build_patch`` (a C++-wrapper
 program's wrapper and kernels compiled by two g++ at once, the kernels at ``-O2``, torch
