@@ -105,6 +105,20 @@ def ab_args(doc: str, cases: Sequence[str], name: str) -> argparse.Namespace:
     return args
 
 
+def warm_update(algo: Any, seeds: int, updates: int = 2) -> list[Any]:
+    """``[update, state]`` for ``time_updates``: ``algo``'s (a module of fxrl.algorithms)
+    default update, batched over ``seeds`` and compiled, after ``updates`` calls (the first
+    traces and compiles it, so whatever is set while this runs is built into it)."""
+    from fxrl import random
+    from fxrl.algorithms import core
+
+    init, update = core.batched(algo.make(algo.Config()), seeds, compile=True)
+    state = init(random.key(0))
+    for _ in range(updates):
+        state, _ = update(state)
+    return [update, state]
+
+
 def time_updates(
     programs: dict[str, list[Any]], rounds: int, updates: int, warmup: int = 0
 ) -> dict[str, list[float]]:

@@ -19,7 +19,7 @@ import json
 import statistics
 
 import torch
-from _common import cpu_model, ms_summary, time_updates  # bench/_common.py
+from _common import cpu_model, ms_summary, time_updates, warm_update  # bench/_common.py
 
 
 def main() -> None:
@@ -30,8 +30,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from fxrl import optim, random, tree
-    from fxrl.algorithms import core, dqn, ppo, sac
+    from fxrl import optim, tree
+    from fxrl.algorithms import dqn, ppo, sac
 
     exp_form = optim._power
 
@@ -45,13 +45,9 @@ def main() -> None:
         for form, power in (("pow", pow_form), ("exp", exp_form)):
             optim._power = power  # read when the update is traced (its first call)
             try:
-                init, update = core.batched(algo.make(algo.Config()), args.seeds, compile=True)
-                state = init(random.key(0))
-                for _ in range(2):
-                    state, _ = update(state)
+                programs[form] = warm_update(algo, args.seeds)
             finally:
                 optim._power = exp_form
-            programs[form] = [update, state]
         ms = time_updates(programs, args.rounds, 1)
         base = {"algo": name, "seeds": args.seeds, "threads": torch.get_num_threads(),
                 "rounds": args.rounds, "cpu": cpu_model(), "torch": torch.__version__}  # fmt: skip

@@ -24,7 +24,7 @@ import json
 import statistics
 import sys
 
-from _common import time_updates  # bench/_common.py
+from _common import time_updates, warm_update  # bench/_common.py
 
 
 def main() -> None:
@@ -39,8 +39,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     import fxrl  # noqa: F401  (fxrl.compile the module, below)
-    from fxrl import random
-    from fxrl.algorithms import core, dqn, ppo, sac
+    from fxrl.algorithms import dqn, ppo, sac
 
     algo = {"ppo": ppo, "dqn": dqn, "sac": sac}[args.algo]
 
@@ -63,14 +62,10 @@ def main() -> None:
             saved[(owner, name)] = getattr(owner, name)
             setattr(owner, name, value)
         try:
-            init, update = core.batched(algo.make(algo.Config()), args.seeds, compile=True)
-            state = init(random.key(0))
-            for _ in range(2):
-                state, _ = update(state)
+            runs.append(warm_update(algo, args.seeds))
         finally:
             for (owner, name), value in saved.items():
                 setattr(owner, name, value)
-        runs.append([update, state])
     fc.DEFAULT_OPTIONS.clear()
     fc.DEFAULT_OPTIONS.update(defaults)
     ms = time_updates({str(i): run for i, run in enumerate(runs)}, args.rounds, 1)

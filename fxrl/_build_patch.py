@@ -42,9 +42,13 @@ ENABLED = os.environ.get("FXRL_PARALLEL_BUILD", "1") != "0"
 KERNELS_O2 = os.environ.get("FXRL_KERNELS_O2", "1") != "0"
 
 
+def _this_torch() -> bool:
+    return torch.__version__.startswith(PATCHED_TORCH)
+
+
 def applies() -> bool:
     """Whether this torch is the one the patch was written for (and it is not turned off)."""
-    return ENABLED and torch.__version__.startswith(PATCHED_TORCH)
+    return ENABLED and _this_torch()
 
 
 def _missing(builder: Any) -> bool:
@@ -122,6 +126,5 @@ _flags = CountedPatch(_cpp_builder, {"_get_optimization_cflags": kernel_cflags})
 def patched() -> Iterator[None]:
     """Inside this block, a C++-wrapper program's wrapper and kernels compile at once, and
     the kernels at ``-O2`` (unless ``KERNELS_O2`` is off)."""
-    on_torch = torch.__version__.startswith(PATCHED_TORCH)
-    with _patch.applied(applies()), _flags.applied(KERNELS_O2 and on_torch):
+    with _patch.applied(applies()), _flags.applied(KERNELS_O2 and _this_torch()):
         yield
