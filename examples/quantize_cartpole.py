@@ -10,12 +10,15 @@ float32 and in int8 (``quantize="int8"``: the first and last layers stay float32
 for comparison, with every layer int8. Calibration inputs are observations the float32
 policy sees: envs of fxrl's CartPole-v1 played greedily side by side, 256 steps each (64
 envs: 16384 observations, as ``fxrl export --quantize int8`` records them; 8 envs: 2048).
-Two measurements, one JSON line each (after a first line with the command):
+Three measurements, one JSON line each (after a first line with the command):
 
 1. ``held_out``: the fraction of 4096 other observations (16 envs x 256 steps from another
    key) on which each int8 file picks float32's action, and the returns of 10 episodes of
    gymnasium's CartPole-v1 (reset seeds 0 to 9) played by it;
-2. ``gymnasium_episodes``: every observation of those 10 gymnasium episodes as the
+2. ``weight_bits``: the same held-out fraction for the default file's layers with 8-bit
+   weights (ONNX Runtime's full range) and with fxrl's 7 (``reduce_range``), which differ
+   on x86 CPUs without VNNI (the header line names the CPU);
+3. ``gymnasium_episodes``: every observation of those 10 gymnasium episodes as the
    float32 policy plays them, asked of int8 files calibrated on 4 other gymnasium episodes
    (seeds 100 to 103): the fraction of equal actions over all of them and per episode.
 
@@ -90,6 +93,16 @@ def gymnasium_frames(act, seeds: range) -> list[np.ndarray]:
     return out
 
 
+def cpu() -> dict[str, object]:
+    """The CPU's model name and whether it has VNNI (int8 dot products without the 16-bit
+    saturation of older x86 CPUs; fxrl's 7-bit weights give the same answers on both)."""
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    names = [line.split(":", 1)[1].strip() for line in text.splitlines()
+             if line.startswith("model name")]  # fmt: skip
+    return {"cpu": names[0] if names else None,
+            "vnni": " avx512_vnni" in text or " avx_vnni" in text}  # fmt: skip
+
+
 def same(policy, frames: np.ndarray, want: np.ndarray) -> float:
     return round(float((policy(frames) == want).mean()), 5)
 
@@ -118,7 +131,8 @@ def main() -> None:
 
     held_out = pure_env_frames(w, random.key(1), 16, 256).numpy()
     want = fp32(held_out)
-    lines = [{"command": "python " + " ".join(sys.argv), "policy": Path(args.policy).name}]
+    lines = [{"command": "python " + " ".join(sys.argv), "policy": Path(args.policy).name,
+              "weights": "7-bit (reduce_range)", **cpu()}]  # fmt: skip
     returns = {"float32": evaluate_gymnasium(lambda o: int(fp32(o[None])[0]), "CartPole-v1", 10)}
     for envs_, frames in ((8, 2048), (64, 16384)):
         calibration = pure_env_frames(w, random.key(0), envs_, 256)
@@ -130,6 +144,16 @@ def main() -> None:
                     lambda o, p=policy: int(p(o[None])[0]), "CartPole-v1", 10),
             })  # fmt: skip
     lines.append({"case": "held_out", "layers": "float32", "gymnasium_returns": returns["float32"]})
+    # 8-bit weights (reduce_range off) against fxrl's 7: the same calibration (16384 frames)
+    feeds = _quantize.feeds(exported, [torch.as_tensor(calibration)])
+    for bits in (8, 7):
+        path = work / f"bits{bits}.onnx"
+        _quantize.quantize_file(work / "fp32.onnx", path, feeds, exported.meta, "fxrl",
+                                reduce_range=bits == 7)  # fmt: skip
+        policy = load_onnx(path, threads=1)
+        agree = same(policy, held_out, want)
+        lines.append({"case": "weight_bits", "layers": "first_last_float32", "bits": bits,
+                      "frames": len(held_out), "same_action": agree})  # fmt: skip
 
     episodes = gymnasium_frames(fp32, range(10))
     calibration = np.concatenate(gymnasium_frames(fp32, range(100, 104)))
