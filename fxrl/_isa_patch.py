@@ -15,12 +15,22 @@ file says it loaded before; otherwise it probes as inductor does and, when the l
 loads, writes the marker (whole, by rename). A library that failed to load is probed
 again each time, as before. Only on torch 2.13 (the version read for this); on any other
 ``patched()`` does nothing. The generated code and the FX graph cache key are unchanged.
+
+The first check in an inductor cache is the costly one: g++ builds each probe library
+(ATen's vector headers included), several seconds of a cold compile. ``check_in_background()``
+starts that check in a thread (each g++ its own process) when a CPU program's compile
+begins, so that it runs on a second core while fxrl traces the function on the first;
+``wait()`` joins it before inductor's lowering, which asks for the result (cached by
+inductor for the process). A check that fails in the thread is left to inductor's own,
+which then runs as before and reports what went wrong. ``FXRL_ISA_BACKGROUND=0`` in the
+environment turns the thread off (for comparisons).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from typing import Any
 
 import torch
@@ -30,6 +40,10 @@ from fxrl._class_patch import CountedPatch
 
 PATCHED_TORCH = "2.13."  # the torch release whose inductor this was written for
 MARKER = ".fxrl-loads"  # beside the probed library: it loaded in an earlier process
+BACKGROUND = os.environ.get("FXRL_ISA_BACKGROUND", "1") != "0"
+
+_started: threading.Thread | None = None  # the check's thread, once per process
+_start_lock = threading.Lock()
 
 
 def applies() -> bool:
@@ -60,3 +74,33 @@ def patched() -> contextlib.AbstractContextManager[None]:
     """Inside this block, a vector-ISA library that loaded in an earlier process is not
     probed again."""
     return _patch.applied(applies())
+
+
+def _check() -> None:
+    try:
+        with patched():
+            from torch._inductor import cpu_vec_isa
+
+            cpu_vec_isa.valid_vec_isa_list()  # functools.cache: the process's answer
+    except Exception:  # inductor's own check runs again and reports it
+        pass
+
+
+def check_in_background() -> None:
+    """Start inductor's vector-ISA check in a thread, once per process (torch 2.13, unless
+    ``BACKGROUND`` is off); ``wait()`` before inductor lowers anything."""
+    global _started
+    if not (BACKGROUND and applies()):
+        return
+    with _start_lock:
+        if _started is None:
+            import torch._inductor.cpu_vec_isa  # noqa: F401  (imported here, not in the thread)
+
+            _started = threading.Thread(target=_check, name="fxrl-isa-check", daemon=True)
+            _started.start()
+
+
+def wait() -> None:
+    """Block until the background check (if one was started) has finished."""
+    if _started is not None:
+        _started.join()

@@ -55,7 +55,8 @@ with inductor's decompositions and rewritten free of in-place ops goes to induct
 handler built once per compile instead of once per generated op, and a float32 ``tanh`` in a
 CPU kernel written with ``exp`` instead of Sleef's, torch 2.13 only);
 ``fxrl._isa_patch`` (inductor's vector-ISA libraries probed by a subprocess once per
-inductor cache, not once per process, torch 2.13 only); ``fxrl._build_patch`` (a C++-wrapper
+inductor cache, not once per process, and the first check run in a thread beside fxrl's
+trace, torch 2.13 only); ``fxrl._build_patch`` (a C++-wrapper
 program's wrapper and kernels compiled by two g++ at once, the kernels at ``-O2``, torch
 2.13 only);
 ``torch._guards.tracing`` with a ``FakeTensorMode``/``ShapeEnv`` (the FX graph cache
@@ -585,6 +586,10 @@ class _Program:
     ) -> bool | None:
         """Trace and compile; whether the program is to be run as a CUDA graph, or None
         when ``direct`` and the graph holds a mutation ``fxrl._direct`` cannot rewrite."""
+        from fxrl import _build_patch, _codegen_patch, _cpp_wrapper_patch, _direct, _isa_patch
+
+        if any(isinstance(x, torch.Tensor) and x.device.type == "cpu" for x in leaves):
+            _isa_patch.check_in_background()  # inductor's first-time g++ probes, beside the trace
         gm, self.out_spec, self.tensor_pos = _trace(fn, spec, leaves, decompose=direct)
         # each graph's Python code is generated once, below, not after every pass
         _lift_loop_constants(gm, recompile=False)
@@ -597,8 +602,6 @@ class _Program:
         gm.graph.output_node().args = (tuple(keep),)
         gm.graph.eliminate_dead_code()
         from torch._inductor.compile_fx import compile_fx
-
-        from fxrl import _build_patch, _codegen_patch, _cpp_wrapper_patch, _direct, _isa_patch
 
         if direct and not _direct.functionalize(gm, recompile=False):
             return None
@@ -614,6 +617,7 @@ class _Program:
         graphed = own["fxrl.cuda_graph"] and not _writes_inputs(gm)
         cpp = options.get("cpp_wrapper")
         patch = _cpp_wrapper_patch.patched() if cpp else contextlib.nullcontext()
+        _isa_patch.wait()
         with (
             torch._C._DisableFuncTorch(),
             contextlib.nullcontext() if direct else _cache_context(),
