@@ -4,12 +4,14 @@ Written as plain tensor ops, each draw's cipher is about 150 ops in the traced g
 rounds of add, shift, mask, or and xor), and every phase of a compile grows with the op
 count: the cipher's ops cost about a quarter of the cold compile of PPO's update
 (``bench/threefry_compile_bound.py``) and almost nothing of its run. While
-``fxrl.compile`` traces, ``fxrl.random.threefry2x32_int32`` calls ``fxrl::threefry2x32``
-instead: one node, which inductor lowers (``lower``, registered on first use) to the
-same rounds as one pointwise loop. Its output packs the two int32 words into one int64
-(low word first) so that the rounds run once per element. Eager calls, ``torch.export``
-and ``torch.func`` transforms outside a compile see the plain ops as before; the op's
-eager kernel is those ops, so both forms give the same bits (tested).
+``fxrl.compile`` or ``torch.compile`` traces, ``fxrl.random.threefry2x32_int32`` calls
+``fxrl::threefry2x32`` instead: one node, which inductor lowers (``lower``, registered on
+first use; under ``torch.compile`` dynamo runs the registration rather than tracing it)
+to the same rounds as one pointwise loop, and which other ``torch.compile`` backends run
+by its eager kernel. Its output packs the two int32 words into one int64 (low word first)
+so that the rounds run once per element. Eager calls, ``torch.export`` (so ONNX) and
+``torch.func`` transforms outside a compile see the plain ops as before; the op's eager
+kernel is those ops, so both forms give the same bits (tested).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch
 _LIB = torch.library.Library("fxrl", "DEF")
 _LIB.define("threefry2x32(Tensor k0, Tensor k1, Tensor x0, Tensor x1) -> Tensor")
 _LOWERED = False
-# Whether fxrl.compile's trace uses the op (False: the plain ops, as before it; for A/B
+# Whether a compile's trace uses the op (False: the plain ops, as before it; for A/B
 # measurements, bench/threefry_op_ab.py).
 ENABLED = True
 
@@ -104,16 +106,17 @@ torch.library.register_vmap("fxrl::threefry2x32", _vmap)
 def threefry2x32(
     k0: torch.Tensor, k1: torch.Tensor, x0: torch.Tensor, x1: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The cipher as the one op (int32 words in and out), for ``fxrl.compile``'s trace."""
+    """The cipher as the one op (int32 words in and out), for a compile's trace."""
     _register_lowering()
     return unpack(torch.ops.fxrl.threefry2x32(k0, k1, x0, x1))
 
 
-def _register_lowering() -> None:
+@torch.compiler.assume_constant_result  # under torch.compile: run once, not traced
+def _register_lowering() -> bool:
     """Teach inductor the op: one pointwise loop over the broadcast shape."""
     global _LOWERED
     if _LOWERED:
-        return
+        return True
     from torch._inductor import ir
     from torch._inductor.lowering import broadcast_tensors, register_lowering
     from torch._inductor.virtualized import ops
@@ -143,3 +146,4 @@ def _register_lowering() -> None:
         )  # fmt: skip
 
     _LOWERED = True
+    return True

@@ -58,12 +58,15 @@ def threefry2x32_int32(
     Sums wrap, as the cipher wants. torch's CPU kernels and Inductor vectorize int32 shifts
     but not int64 ones, so this is ~10x faster than masking int64 sums, eager and compiled.
     Code that keeps words in int32 between calls (hot env loops) uses it directly. While
-    ``fxrl.compile`` traces, the cipher is one op (``fxrl._threefry_op``), the same bits
-    in far fewer graph nodes.
+    ``fxrl.compile`` or ``torch.compile`` traces, the cipher is one op
+    (``fxrl._threefry_op``), the same bits in far fewer graph nodes; ``torch.export``
+    keeps the plain ops.
     """
-    # fxrl.compile's trace only: torch.compile (dynamo) cannot read is_tracing's context
-    # variable, and takes the plain ops
-    if _threefry_op.ENABLED and not torch.compiler.is_compiling() and is_tracing():
+    # fxrl.compile's trace, and torch.compile's (dynamo cannot read is_tracing's context
+    # variable: it asks is_compiling first); torch.export keeps the plain ops
+    if _threefry_op.ENABLED and (
+        (torch.compiler.is_compiling() and not torch.compiler.is_exporting()) or is_tracing()
+    ):
         return _threefry_op.threefry2x32(k0, k1, x0, x1)
     return _threefry_op.plain(k0, k1, x0, x1)
 

@@ -294,11 +294,10 @@ def draw_core(key: torch.Tensor) -> dict[str, torch.Tensor]:
 
 @pytest.fixture(scope="module")
 def compiled_draw():
-    # fxrl.compile's realize_reads_threshold=1 (see fxrl/compile.py): without it inductor
-    # inlines Threefry's rounds into every consumer and takes minutes over this program
-    return torch.compile(
-        draw_core, fullgraph=True, dynamic=False, options={"realize_reads_threshold": 1}
-    )
+    # torch.compile's defaults, as users call it: the cipher is fxrl's one op there
+    # (fxrl/_threefry_op.py), which inductor lowers to one loop; as plain ops, inductor
+    # copied the rounds into every consumer and took minutes over this program
+    return torch.compile(draw_core, fullgraph=True, dynamic=False)
 
 
 @pytest.fixture(scope="module")

@@ -78,3 +78,30 @@ def test_outside_fxrl_compile_the_cipher_is_plain_ops():
     graph = torch.fx.experimental.proxy_tensor.make_fx(_cipher)(*words)
     targets = {n.target for n in graph.graph.nodes if n.op == "call_function"}
     assert torch.ops.fxrl.threefry2x32.default not in targets
+
+
+def test_torch_compile_sees_the_op_and_torch_export_the_plain_ops():
+    words = _words(3, (8,), (8,), (8,), (8,))
+    graphs = []
+
+    def capture(gm, example_inputs):  # a torch.compile backend: keeps dynamo's graph
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    got = torch.compile(_cipher, backend=capture, fullgraph=True)(*words)
+    assert all(torch.equal(a, b) for a, b in zip(got, _cipher(*words), strict=True))
+    (graph,) = graphs
+    targets = [n.target for n in graph.graph.nodes if n.op == "call_function"]
+    op = (torch.ops.fxrl.threefry2x32, torch.ops.fxrl.threefry2x32.default)
+    assert sum(t in op for t in targets) == 1
+    assert len(targets) <= 5, targets  # the op, the words unpacked, the test's xor: no rounds
+
+    class Cipher(torch.nn.Module):
+        def forward(self, *w):
+            return _cipher(*w)
+
+    exported = torch.export.export(Cipher(), tuple(words))
+    targets = {n.target for n in exported.graph.nodes if n.op == "call_function"}
+    assert torch.ops.fxrl.threefry2x32.default not in targets  # ONNX has no such op
+    assert sum("shift" in str(n.target) for n in exported.graph.nodes) >= 20 * 2  # the rounds
