@@ -111,7 +111,6 @@ def threefry2x32(
     return unpack(torch.ops.fxrl.threefry2x32(k0, k1, x0, x1))
 
 
-@torch.compiler.assume_constant_result  # under torch.compile: run once, not traced
 def _register_lowering() -> bool:
     """Teach inductor the op: one pointwise loop over the broadcast shape."""
     global _LOWERED
@@ -147,3 +146,10 @@ def _register_lowering() -> bool:
 
     _LOWERED = True
     return True
+
+
+# Under torch.compile, dynamo calls this once instead of tracing it (it refuses to trace
+# into inductor's lowering module): what torch.compiler.assume_constant_result sets,
+# written here because calling that imports dynamo, which `import fxrl` must not
+# (tests/test_import.py; tests/test_threefry_op.py fails if dynamo stops honouring it).
+_register_lowering._dynamo_marked_constant = True  # type: ignore[attr-defined]
