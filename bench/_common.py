@@ -149,6 +149,18 @@ def ms_summary(xs: list[float]) -> dict[str, Any]:
             "ms_max": round(max(xs), 3), "rounds_ms": [round(x, 3) for x in xs]}  # fmt: skip
 
 
+def state_max_abs_diff(a: Any, b: Any) -> float:
+    """The largest absolute difference between two states' float leaves (0 for the rest):
+    how far two programs of one update ended apart."""
+    from fxrl import tree
+
+    pairs = zip(tree.leaves(a), tree.leaves(b), strict=True)
+    return max(
+        float((x.double() - y.double()).abs().max()) if x.is_floating_point() else 0.0
+        for x, y in pairs
+    )
+
+
 def _round_ms(run: Callable[[], object], n: int, self_timed: bool) -> float:
     """Milliseconds per call over ``n`` calls in a row: the wall time of the whole loop, or
     the sum of what the calls report when they time themselves."""

@@ -19,7 +19,13 @@ import json
 import statistics
 
 import torch
-from _common import cpu_model, ms_summary, time_updates, warm_update  # bench/_common.py
+from _common import (  # bench/_common.py
+    cpu_model,
+    ms_summary,
+    state_max_abs_diff,
+    time_updates,
+    warm_update,
+)
 
 
 def main() -> None:
@@ -30,7 +36,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from fxrl import optim, tree
+    from fxrl import optim
     from fxrl.algorithms import dqn, ppo, sac
 
     exp_form = optim._power
@@ -54,12 +60,7 @@ def main() -> None:
         for form, xs in ms.items():
             print(json.dumps({**base, "form": form, **ms_summary(xs)}), flush=True)
         ratio = statistics.median(ms["pow"]) / statistics.median(ms["exp"])
-        diff = max(
-            float((a.double() - b.double()).abs().max()) if a.is_floating_point() else 0.0
-            for a, b in zip(
-                tree.leaves(programs["pow"][1]), tree.leaves(programs["exp"][1]), strict=True
-            )
-        )
+        diff = state_max_abs_diff(programs["pow"][1], programs["exp"][1])
         print(json.dumps({**base, "pow_over_exp": round(ratio, 3), "state_max_abs_diff": diff}))
 
 

@@ -33,7 +33,13 @@ import statistics
 from typing import Any
 
 import torch
-from _common import cpu_model, ms_summary, time_updates, warm_update  # bench/_common.py
+from _common import (  # bench/_common.py
+    cpu_model,
+    ms_summary,
+    state_max_abs_diff,
+    time_updates,
+    warm_update,
+)
 
 aten = torch.ops.aten
 
@@ -76,7 +82,6 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     import torch._inductor.decomposition as decomposition
 
-    from fxrl import tree
     from fxrl.algorithms import dqn, ppo, sac
 
     table = decomposition.select_decomp_table
@@ -99,12 +104,7 @@ def main() -> None:
             print(json.dumps({**base, "form": form, **extra, **ms_summary(xs)}), flush=True)
         plain = statistics.median(ms["plain"])
         for form in args.forms:
-            diff = max(
-                float((a.double() - b.double()).abs().max()) if a.is_floating_point() else 0.0
-                for a, b in zip(
-                    tree.leaves(programs["plain"][1]), tree.leaves(programs[form][1]), strict=True
-                )
-            )
+            diff = state_max_abs_diff(programs["plain"][1], programs[form][1])
             ratio = round(statistics.median(ms[form]) / plain, 3)
             line = {**base, "form": form, "over_plain": ratio, "state_max_abs_diff": diff}
             print(json.dumps(line), flush=True)

@@ -9,7 +9,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _common import ab_args, ms_summary, time_updates  # noqa: E402  (bench/_common.py)
+from _common import (  # noqa: E402  (bench/_common.py)
+    ab_args,
+    ms_summary,
+    state_max_abs_diff,
+    time_updates,
+)
 
 
 def test_time_updates_rotates_the_order_and_moves_the_states_on():
@@ -44,3 +49,14 @@ def test_ab_args_refuses_an_unknown_case_in_one_line(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["x", "--cases", "dqn", "--rounds", "3"])
     args = ab_args("doc", ("ppo", "dqn"), "x_ab")
     assert args.cases == ["dqn"] and args.rounds == 3 and args.threads == 1
+
+
+def test_state_max_abs_diff_is_the_largest_float_difference_and_skips_the_rest():
+    import torch
+
+    a = {"w": torch.tensor([1.0, 2.0]), "steps": torch.tensor(3), "b": torch.tensor(0.5)}
+    b = {"w": torch.tensor([1.25, 1.0]), "steps": torch.tensor(9), "b": torch.tensor(0.5)}
+    assert state_max_abs_diff(a, b) == 1.0  # |2 - 1|; the int leaf's 6 does not count
+    assert state_max_abs_diff(a, a) == 0.0
+    with pytest.raises(ValueError):  # leaves paired strictly
+        state_max_abs_diff(a, {"w": a["w"]})
