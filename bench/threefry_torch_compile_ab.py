@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
 from _common import cpu_model, cpu_s, run_fresh  # bench/_common.py
@@ -82,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -111,11 +111,11 @@ def threefry2x32(
     return unpack(torch.ops.fxrl.threefry2x32(k0, k1, x0, x1))
 
 
-def _register_lowering() -> bool:
+def _register_lowering() -> None:
     """Teach inductor the op: one pointwise loop over the broadcast shape."""
     global _LOWERED
     if _LOWERED:
-        return True
+        return
     from torch._inductor import ir
     from torch._inductor.lowering import broadcast_tensors, register_lowering
     from torch._inductor.virtualized import ops
@@ -145,7 +145,6 @@ def _register_lowering() -> bool:
         )  # fmt: skip
 
     _LOWERED = True
-    return True
 
 
 # Under torch.compile, dynamo calls this once instead of tracing it (it refuses to trace
