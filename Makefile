@@ -11,18 +11,23 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint bench venv clean web-deps docs docs-serve
 
+# tools/install.py installs with uv, given pip's configuration (indexes, wheel directory,
+# constraints), and falls back to pip: the same versions, in a fraction of pip's time.
+# FXRL_INSTALL_WITH=pip makes it use pip alone.
+INSTALL := $(PY) tools/install.py -c constraints.txt
+
 # torch from the local CPU build constraints.txt pins (any other request downloads GBs)
-$(TORCH_STAMP): constraints.txt
+$(TORCH_STAMP): constraints.txt tools/install.py
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt torch==2.13.0
+	$(INSTALL) torch==2.13.0
 	touch $(TORCH_STAMP)
 
 $(DEMO_STAMP): pyproject.toml $(TORCH_STAMP)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[demo]"
+	$(INSTALL) -e ".[demo]"
 	touch $(DEMO_STAMP)
 
 $(STAMP): pyproject.toml $(TORCH_STAMP)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev]"
+	$(INSTALL) -e ".[dev]"
 	touch $(STAMP)
 
 venv: $(STAMP)
